@@ -1,0 +1,133 @@
+// Command localcluster runs Quotascale's in-process control plane: embedded etcd,
+// kube-apiserver, the deployment, replica set and namespace controllers, kwok and
+// the kube-scheduler. It prints a kubeconfig path and runs until interrupted.
+//
+// With --demo it also plays the product documents' scenarios (`make demo`).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/quotascale/quotascale/internal/demo"
+	"github.com/quotascale/quotascale/localcluster"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "localcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		nodes      = flag.Int("nodes", 0, "number of kwok nodes to create")
+		nodeCPU    = flag.String("node-cpu", "4", "cpu capacity of each node")
+		nodeMemory = flag.String("node-memory", "16Gi", "memory capacity of each node")
+		nodeLabels = flag.String("node-labels", "", "labels of each node, as k1=v1,k2=v2")
+		runDemo    = flag.Bool("demo", false, "play the seed scenarios (implies --nodes=2 --node-cpu=56 --node-memory=224Gi unless set)")
+		logFile    = flag.String("log-file", "", "file for the control plane's logs (default: localcluster.log next to the kubeconfig)")
+	)
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *runDemo {
+		if !set["nodes"] {
+			*nodes = 2
+		}
+		if !set["node-cpu"] {
+			*nodeCPU = demo.NodeCPU
+		}
+		if !set["node-memory"] {
+			*nodeMemory = demo.NodeMemory
+		}
+	}
+	specs, err := nodeSpecs(*nodes, *nodeCPU, *nodeMemory, *nodeLabels)
+	if err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	logs := localcluster.NewLogBuffer(64 << 20)
+	localcluster.CaptureKlog(logs)
+	fmt.Println("Starting the control plane (etcd, kube-apiserver, controllers, kwok, kube-scheduler)...")
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	started := time.Now()
+	cluster, err := localcluster.Start(startCtx, localcluster.Options{Nodes: specs})
+	if err != nil {
+		_, _ = logs.WriteTo(os.Stderr)
+		return err
+	}
+	defer cluster.Stop()
+	fmt.Printf("Up in %s with %d kwok node(s).\n", time.Since(started).Round(100*time.Millisecond), len(specs))
+
+	logPath := *logFile
+	if logPath == "" {
+		logPath = filepath.Join(cluster.Dir, "localcluster.log")
+	}
+	f, err := os.Create(logPath)
+	if err != nil {
+		return fmt.Errorf("creating the log file: %w", err)
+	}
+	defer f.Close()
+	_, _ = logs.WriteTo(f)
+	localcluster.CaptureKlog(f)
+
+	if *runDemo {
+		if err := demo.Run(ctx, cluster, os.Stdout); err != nil {
+			return err
+		}
+	}
+
+	fmt.Println("\nKubeconfig:")
+	fmt.Println(cluster.KubeconfigPath)
+	fmt.Printf("\nTry:\n  export KUBECONFIG=%s\n  kubectl get nodes,elasticquotatrees -A\n  kubectl get cq\n", cluster.KubeconfigPath)
+	fmt.Printf("\nLogs: %s\nPress Ctrl-C to stop.\n", logPath)
+	<-ctx.Done()
+	fmt.Println("\nStopping...")
+	return nil
+}
+
+func nodeSpecs(n int, cpu, memory, labelList string) ([]localcluster.NodeSpec, error) {
+	cpuQ, err := resource.ParseQuantity(cpu)
+	if err != nil {
+		return nil, fmt.Errorf("--node-cpu: %w", err)
+	}
+	memQ, err := resource.ParseQuantity(memory)
+	if err != nil {
+		return nil, fmt.Errorf("--node-memory: %w", err)
+	}
+	labels := map[string]string{}
+	if labelList != "" {
+		for _, kv := range strings.Split(labelList, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return nil, fmt.Errorf("--node-labels: %q is not key=value", kv)
+			}
+			labels[k] = v
+		}
+	}
+	specs := make([]localcluster.NodeSpec, 0, n)
+	for i := 0; i < n; i++ {
+		specs = append(specs, localcluster.NodeSpec{
+			Name:     fmt.Sprintf("kwok-node-%d", i),
+			Labels:   labels,
+			Capacity: corev1.ResourceList{corev1.ResourceCPU: cpuQ, corev1.ResourceMemory: memQ},
+		})
+	}
+	return specs, nil
+}

@@ -1,0 +1,28 @@
+package examples
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestExamplesMatchAcceptanceData keeps the demo's manifests identical to the ones
+// the acceptance tests apply.
+func TestExamplesMatchAcceptanceData(t *testing.T) {
+	testdata := filepath.Join("..", "test", "e2e", "testdata")
+	read := func(parts ...string) []byte {
+		b, err := os.ReadFile(filepath.Join(append([]string{testdata}, parts...)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if !bytes.Equal(ElasticQuotaTree, read("elastic-quota-tree", "tree.yaml")) {
+		t.Error("elasticquotatree.yaml differs from test/e2e/testdata/elastic-quota-tree/tree.yaml")
+	}
+	quotas := bytes.Join([][]byte{read("capacity-quota", "quota.yaml"), read("capacity-quota", "more-quotas.yaml")}, []byte("---\n"))
+	if !bytes.Equal(CapacityQuotas, quotas) {
+		t.Error("capacityquotas.yaml differs from quota.yaml + more-quotas.yaml in test/e2e/testdata/capacity-quota")
+	}
+}

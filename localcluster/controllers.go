@@ -1,0 +1,48 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/kubernetes/pkg/controller/deployment"
+	"k8s.io/kubernetes/pkg/controller/namespace"
+	"k8s.io/kubernetes/pkg/controller/replicaset"
+)
+
+// startControllers runs the kube-controller-manager loops the scenarios depend on:
+// deployments create replica sets, replica sets create (and recreate) pods, and
+// deleting a namespace deletes what is in it, so tests can clean up after
+// themselves.
+func startControllers(ctx context.Context, config *restclient.Config) error {
+	config = restclient.AddUserAgent(restclient.CopyConfig(config), "localcluster-controllers")
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("controller client: %w", err)
+	}
+	factory := informers.NewSharedInformerFactory(client, 10*time.Minute)
+	dc, err := deployment.NewDeploymentController(ctx,
+		factory.Apps().V1().Deployments(), factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client)
+	if err != nil {
+		return fmt.Errorf("deployment controller: %w", err)
+	}
+	rsc := replicaset.NewReplicaSetController(ctx,
+		factory.Apps().V1().ReplicaSets(), factory.Core().V1().Pods(), client, replicaset.BurstReplicas)
+	metadataClient, err := metadata.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("metadata client: %w", err)
+	}
+	nsc := namespace.NewNamespaceController(ctx, client, metadataClient,
+		client.Discovery().ServerPreferredNamespacedResources,
+		factory.Core().V1().Namespaces(), 5*time.Minute, corev1.FinalizerKubernetes)
+	factory.Start(ctx.Done())
+	go dc.Run(ctx, 2)
+	go rsc.Run(ctx, 2)
+	go nsc.Run(ctx, 2)
+	return nil
+}

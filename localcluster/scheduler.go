@@ -1,0 +1,120 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	"k8s.io/kubernetes/pkg/scheduler"
+	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/profile"
+)
+
+// SchedulerOptions configure the in-process kube-scheduler.
+type SchedulerOptions struct {
+	// Config is the KubeSchedulerConfiguration, as a scheduler binary would read it
+	// from --config. Nil means the upstream default profile.
+	Config *configv1.KubeSchedulerConfiguration
+	// Registry holds out-of-tree plugins, as app.WithPlugin adds them to the binary.
+	Registry frameworkruntime.Registry
+}
+
+// schedulerRunner owns one running scheduler, so that tests can stop it and start
+// a fresh one (a restart, as after a crash or a rollout).
+type schedulerRunner struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// StartScheduler starts the kube-scheduler with opts, stopping a running one first.
+// It returns once the scheduler's informers have synced and it is scheduling.
+func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) error {
+	c.StopScheduler()
+	c.scheduler.mu.Lock()
+	defer c.scheduler.mu.Unlock()
+
+	cfg, err := internalSchedulerConfig(opts.Config)
+	if err != nil {
+		return err
+	}
+	config := restclient.AddUserAgent(restclient.CopyConfig(c.Config), "kube-scheduler")
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("scheduler client: %w", err)
+	}
+	dynClient, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("scheduler dynamic client: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(c.background)
+	factory := scheduler.NewInformerFactory(client, 0, nil)
+	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dynClient, 0, corev1.NamespaceAll, nil)
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	sched, err := scheduler.New(runCtx, client, factory, dynFactory, profile.NewRecorderFactory(broadcaster),
+		scheduler.WithKubeConfig(config),
+		scheduler.WithProfiles(cfg.Profiles...),
+		scheduler.WithFrameworkOutOfTreeRegistry(opts.Registry),
+		scheduler.WithParallelism(cfg.Parallelism),
+		scheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
+		scheduler.WithPodInitialBackoffSeconds(cfg.PodInitialBackoffSeconds),
+		scheduler.WithPodMaxBackoffSeconds(cfg.PodMaxBackoffSeconds),
+	)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("creating kube-scheduler: %w", err)
+	}
+	broadcaster.StartRecordingToSink(runCtx.Done())
+	factory.Start(runCtx.Done())
+	dynFactory.Start(runCtx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	dynFactory.WaitForCacheSync(ctx.Done())
+	if err := ctx.Err(); err != nil {
+		cancel()
+		return err
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sched.Run(runCtx)
+		broadcaster.Shutdown()
+		factory.Shutdown()
+	}()
+	c.scheduler.cancel, c.scheduler.done = cancel, done
+	return nil
+}
+
+// StopScheduler stops the running scheduler, if any, and waits until it stopped.
+func (c *Cluster) StopScheduler() {
+	c.scheduler.mu.Lock()
+	defer c.scheduler.mu.Unlock()
+	if c.scheduler.cancel == nil {
+		return
+	}
+	c.scheduler.cancel()
+	<-c.scheduler.done
+	c.scheduler.cancel, c.scheduler.done = nil, nil
+}
+
+func internalSchedulerConfig(versioned *configv1.KubeSchedulerConfiguration) (*schedulerapi.KubeSchedulerConfiguration, error) {
+	if versioned == nil {
+		versioned = &configv1.KubeSchedulerConfiguration{}
+	} else {
+		versioned = versioned.DeepCopy()
+	}
+	schedulerscheme.Scheme.Default(versioned)
+	cfg := &schedulerapi.KubeSchedulerConfiguration{}
+	if err := schedulerscheme.Scheme.Convert(versioned, cfg, nil); err != nil {
+		return nil, fmt.Errorf("converting the scheduler configuration: %w", err)
+	}
+	return cfg, nil
+}
