@@ -1,0 +1,19 @@
+package resources
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// PodRequests is what a pod is charged: the effective requests the scheduler
+// itself uses, so that quota and node fit never disagree about one pod. The
+// helper accounts for init containers, restartable (sidecar) init containers,
+// pod-level resources and overhead; the options mirror the kube-scheduler's
+// defaults at v1.37 (in-place resize is GA, so allocated status resources win
+// during a resize, and pod-level resources are honoured).
+func PodRequests(pod *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
+		UseStatusResources: true,
+		InPlacePodLevelResourcesVerticalScalingEnabled: true,
+	})
+}
