@@ -1,0 +1,265 @@
+package clusterapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+
+	"github.com/quotascale/quotascale/cloudprovider"
+)
+
+// nodeGroup is a MachineDeployment or a MachineSet as of the last Refresh.
+type nodeGroup struct {
+	p                *Provider
+	id               string // Kind/namespace/name, as upstream names them
+	kind             string
+	namespace, name  string
+	minSize, maxSize int
+	obj              *unstructured.Unstructured
+	machines         []*unstructured.Unstructured
+	mu               sync.Mutex
+	replicas         int // spec.replicas, updated by our own scaling
+}
+
+var _ cloudprovider.NodeGroup = (*nodeGroup)(nil)
+
+func (g *nodeGroup) Id() string   { return g.id }
+func (g *nodeGroup) MinSize() int { return g.minSize }
+func (g *nodeGroup) MaxSize() int { return g.maxSize }
+func (g *nodeGroup) Exist() bool  { return true }
+
+func (g *nodeGroup) TargetSize() (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.replicas, nil
+}
+
+func (g *nodeGroup) Debug() string {
+	size, _ := g.TargetSize()
+	return fmt.Sprintf("%s (min: %d, max: %d, replicas: %d)", g.id, g.minSize, g.maxSize, size)
+}
+
+// scale reads the group's scale subresource, lets next compute the new replica
+// count from the current one, and writes it back through the subresource. The
+// write carries the read's resourceVersion, so a concurrent change makes it
+// conflict, and it is recomputed from a fresh read.
+func (g *nodeGroup) scale(next func(current int) (int, error)) (from, to int, err error) {
+	res := g.p.resource(g.kind, g.namespace)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := res.Get(g.p.ctx, g.name, metav1.GetOptions{}, "scale")
+		if err != nil {
+			return fmt.Errorf("reading the scale of %s: %w", g.id, err)
+		}
+		current, _, err := unstructured.NestedInt64(s.Object, "spec", "replicas")
+		if err != nil {
+			return fmt.Errorf("reading the scale of %s: %w", g.id, err)
+		}
+		want, err := next(int(current))
+		if err != nil {
+			return err
+		}
+		from, to = int(current), want
+		if want == int(current) {
+			return nil
+		}
+		if err := unstructured.SetNestedField(s.Object, int64(want), "spec", "replicas"); err != nil {
+			return err
+		}
+		if _, err := res.Update(g.p.ctx, s, metav1.UpdateOptions{FieldManager: FieldManager}, "scale"); err != nil {
+			return fmt.Errorf("scaling %s from %d to %d: %w", g.id, current, want, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	g.mu.Lock()
+	g.replicas = to
+	g.mu.Unlock()
+	return from, to, nil
+}
+
+// IncreaseSize raises the replicas by delta through the scale subresource.
+func (g *nodeGroup) IncreaseSize(delta int) error {
+	if delta <= 0 {
+		return fmt.Errorf("%s: size increase must be positive, got %d", g.id, delta)
+	}
+	from, to, err := g.scale(func(current int) (int, error) {
+		if current+delta > g.maxSize {
+			return 0, fmt.Errorf("%s: increasing the size by %d to %d would exceed the max size %d", g.id, delta, current+delta, g.maxSize)
+		}
+		return current + delta, nil
+	})
+	if err != nil {
+		return err
+	}
+	klog.FromContext(g.p.ctx).V(2).Info("Scaled up", "nodeGroup", g.id, "from", from, "to", to)
+	return nil
+}
+
+// DeleteNodes marks the nodes' machines with the delete-machine annotation, so
+// that the MachineSet deletes exactly those, then lowers the replicas by their
+// number. If the scaling fails the marks are taken back.
+func (g *nodeGroup) DeleteNodes(nodes []*corev1.Node) error {
+	snap := g.p.snapshot()
+	var doomed []types.NamespacedName
+	seen := map[types.NamespacedName]bool{}
+	for _, n := range nodes {
+		k, ok := snap.machineForNode(n)
+		if !ok {
+			return fmt.Errorf("%s: node %s (provider ID %q) has no machine", g.id, n.Name, n.Spec.ProviderID)
+		}
+		if owner := snap.groupOf[k]; owner == nil || owner.id != g.id {
+			return fmt.Errorf("%s: node %s belongs to machine %s, which is not in this node group", g.id, n.Name, k)
+		}
+		if seen[k] || isDeleting(snap.machines[k]) {
+			continue
+		}
+		seen[k] = true
+		doomed = append(doomed, k)
+	}
+	if len(doomed) == 0 {
+		return nil
+	}
+	belowMin := func(current int) (int, error) {
+		if current-len(doomed) < g.minSize {
+			return 0, fmt.Errorf("%s: deleting %d nodes would shrink it from %d to %d, below its min size %d",
+				g.id, len(doomed), current, current-len(doomed), g.minSize)
+		}
+		return current - len(doomed), nil
+	}
+	// Check before marking anything; the scaling checks again against a fresh read.
+	if _, err := g.currentReplicas(belowMin); err != nil {
+		return err
+	}
+	return g.markAndScale(doomed, belowMin)
+}
+
+// DecreaseTargetSize lowers the replicas without deleting registered nodes. It
+// marks the newest machines without a node for deletion, so that the MachineSet
+// removes those and not a registered one; replicas that have no machine yet are
+// cancelled first, simply by not being created.
+func (g *nodeGroup) DecreaseTargetSize(delta int) error {
+	if delta >= 0 {
+		return fmt.Errorf("%s: size decrease must be negative, got %d", g.id, delta)
+	}
+	live, registered, unregistered := 0, 0, []*unstructured.Unstructured{}
+	for _, m := range g.currentMachines() {
+		if isDeleting(m) {
+			continue
+		}
+		live++
+		if hasNodeRef(m) {
+			registered++
+		} else {
+			unregistered = append(unregistered, m)
+		}
+	}
+	sort.Slice(unregistered, func(i, j int) bool {
+		a, b := unregistered[i].GetCreationTimestamp(), unregistered[j].GetCreationTimestamp()
+		if !a.Equal(&b) {
+			return b.Before(&a)
+		}
+		return unregistered[i].GetName() < unregistered[j].GetName()
+	})
+	keepRegistered := func(current int) (int, error) {
+		if current+delta < registered {
+			return 0, fmt.Errorf("%s: cannot decrease the target size by %d: %d of its %d replicas have registered nodes",
+				g.id, -delta, registered, current)
+		}
+		return current + delta, nil
+	}
+	current, err := g.currentReplicas(keepRegistered)
+	if err != nil {
+		return err
+	}
+	mark := -delta - max(current-live, 0)
+	mark = min(max(mark, 0), len(unregistered))
+	var doomed []types.NamespacedName
+	for _, m := range unregistered[:mark] {
+		doomed = append(doomed, key(m))
+	}
+	return g.markAndScale(doomed, keepRegistered)
+}
+
+// currentReplicas reads the scale subresource and applies check to it.
+func (g *nodeGroup) currentReplicas(check func(int) (int, error)) (int, error) {
+	s, err := g.p.resource(g.kind, g.namespace).Get(g.p.ctx, g.name, metav1.GetOptions{}, "scale")
+	if err != nil {
+		return 0, fmt.Errorf("reading the scale of %s: %w", g.id, err)
+	}
+	current, _, _ := unstructured.NestedInt64(s.Object, "spec", "replicas")
+	if _, err := check(int(current)); err != nil {
+		return 0, err
+	}
+	return int(current), nil
+}
+
+// currentMachines returns the group's machines from the latest snapshot.
+func (g *nodeGroup) currentMachines() []*unstructured.Unstructured {
+	for _, other := range g.p.snapshot().groups {
+		if other.id == g.id {
+			return other.machines
+		}
+	}
+	return g.machines
+}
+
+func (g *nodeGroup) markAndScale(doomed []types.NamespacedName, next func(int) (int, error)) error {
+	logger := klog.FromContext(g.p.ctx)
+	value := time.Now().UTC().Format(time.RFC3339)
+	for i, k := range doomed {
+		if err := g.annotateMachine(k, &value); err != nil {
+			g.unmark(doomed[:i])
+			return err
+		}
+	}
+	from, to, err := g.scale(next)
+	if err != nil {
+		g.unmark(doomed)
+		return err
+	}
+	logger.V(2).Info("Scaled down", "nodeGroup", g.id, "from", from, "to", to, "markedMachines", doomed)
+	return nil
+}
+
+func (g *nodeGroup) unmark(keys []types.NamespacedName) {
+	for _, k := range keys {
+		if err := g.annotateMachine(k, nil); err != nil {
+			klog.FromContext(g.p.ctx).Error(err, "Could not take back the delete-machine annotation", "machine", k)
+		}
+	}
+}
+
+// annotateMachine sets (value != nil) or removes the delete-machine annotation
+// with a merge patch, which touches nothing else of the machine.
+func (g *nodeGroup) annotateMachine(k types.NamespacedName, value *string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{DeleteMachineAnnotation: value}}})
+	if err != nil {
+		return err
+	}
+	_, err = g.p.resource("Machine", k.Namespace).Patch(g.p.ctx, k.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	if err != nil {
+		return fmt.Errorf("annotating machine %s for deletion: %w", k, err)
+	}
+	return nil
+}
+
+// Nodes lists the group's machines, sorted by instance ID.
+func (g *nodeGroup) Nodes() ([]cloudprovider.Instance, error) {
+	out := make([]cloudprovider.Instance, 0, len(g.machines))
+	for _, m := range g.machines {
+		out = append(out, cloudprovider.Instance{Id: instanceID(m), Status: machineStatus(m)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
+	return out, nil
+}
