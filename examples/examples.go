@@ -2,7 +2,10 @@
 // and the docs.
 package examples
 
-import _ "embed"
+import (
+	"embed"
+	"fmt"
+)
 
 var (
 	// ElasticQuotaTree is seed 000's tree: two teams of two leaves, 40 cpu in all.
@@ -17,8 +20,28 @@ var (
 	//go:embed capacityquotas.yaml
 	CapacityQuotas []byte
 
+	// Workloads are seed 000's deployments, applied in order: five pods of 5 cpu
+	// in each of namespace1..namespace4.
+	//
+	//go:embed nginx1.yaml nginx2.yaml nginx3.yaml nginx4.yaml
+	workloads embed.FS
+
 	// ResourceFlavor is seed 000's spot flavor.
 	//
 	//go:embed resourceflavor.yaml
 	ResourceFlavor []byte
 )
+
+// SeedWorkloads returns seed 000's deployments in the order the document applies
+// them.
+func SeedWorkloads() ([][]byte, error) {
+	out := make([][]byte, 0, 4)
+	for i := 1; i <= 4; i++ {
+		b, err := workloads.ReadFile(fmt.Sprintf("nginx%d.yaml", i))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}

@@ -2,6 +2,7 @@ package examples
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -20,6 +21,16 @@ func TestExamplesMatchAcceptanceData(t *testing.T) {
 	}
 	if !bytes.Equal(ElasticQuotaTree, read("elastic-quota-tree", "tree.yaml")) {
 		t.Error("elasticquotatree.yaml differs from test/e2e/testdata/elastic-quota-tree/tree.yaml")
+	}
+	workloads, err := SeedWorkloads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range workloads {
+		name := fmt.Sprintf("nginx%d.yaml", i+1)
+		if !bytes.Equal(w, read("elastic-quota-tree", name)) {
+			t.Errorf("%s differs from test/e2e/testdata/elastic-quota-tree/%s", name, name)
+		}
 	}
 	quotas := bytes.Join([][]byte{read("capacity-quota", "quota.yaml"), read("capacity-quota", "more-quotas.yaml")}, []byte("---\n"))
 	if !bytes.Equal(CapacityQuotas, quotas) {

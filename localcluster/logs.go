@@ -54,8 +54,12 @@ func CaptureKlog(w io.Writer) {
 }
 
 // RunTests is a TestMain helper: it captures the logs, runs the tests and prints
-// the logs when a test failed.
+// the logs when a test failed. QUOTASCALE_TEST_LOGS=stderr streams them instead,
+// for debugging.
 func RunTests(m interface{ Run() int }) int {
+	if os.Getenv("QUOTASCALE_TEST_LOGS") == "stderr" {
+		return m.Run()
+	}
 	logs := NewLogBuffer(16 << 20)
 	CaptureKlog(logs)
 	code := m.Run()

@@ -17,15 +17,49 @@ import (
 	schedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
+	"k8s.io/utils/ptr"
+
+	"github.com/quotascale/quotascale/scheduler/capacityscheduling"
 )
 
-// SchedulerOptions configure the in-process kube-scheduler.
+// SchedulerOptions configure the in-process kube-scheduler. The zero value is
+// Quotascale's scheduler: the default profile with CapacityScheduling enabled.
 type SchedulerOptions struct {
 	// Config is the KubeSchedulerConfiguration, as a scheduler binary would read it
-	// from --config. Nil means the upstream default profile.
+	// from --config. Nil means the default profile plus CapacityScheduling, or the
+	// plain upstream default profile with WithoutQuota.
 	Config *configv1.KubeSchedulerConfiguration
-	// Registry holds out-of-tree plugins, as app.WithPlugin adds them to the binary.
+	// Registry holds out-of-tree plugins, as app.WithPlugin adds them to the
+	// binary. CapacityScheduling is always registered.
 	Registry frameworkruntime.Registry
+	// WithoutQuota runs the stock scheduler, for comparisons.
+	WithoutQuota bool
+}
+
+// QuotaProfile is the default-scheduler profile with CapacityScheduling enabled at
+// every extension point it implements.
+func QuotaProfile() configv1.KubeSchedulerProfile {
+	return configv1.KubeSchedulerProfile{
+		SchedulerName: ptr.To(corev1.DefaultSchedulerName),
+		Plugins: &configv1.Plugins{
+			MultiPoint: configv1.PluginSet{Enabled: []configv1.Plugin{{Name: capacityscheduling.Name}}},
+		},
+	}
+}
+
+func (o SchedulerOptions) resolve() (*configv1.KubeSchedulerConfiguration, frameworkruntime.Registry, error) {
+	registry := frameworkruntime.Registry{}
+	if err := registry.Merge(o.Registry); err != nil {
+		return nil, nil, err
+	}
+	if _, ok := registry[capacityscheduling.Name]; !ok {
+		registry[capacityscheduling.Name] = capacityscheduling.New
+	}
+	cfg := o.Config
+	if cfg == nil && !o.WithoutQuota {
+		cfg = &configv1.KubeSchedulerConfiguration{Profiles: []configv1.KubeSchedulerProfile{QuotaProfile()}}
+	}
+	return cfg, registry, nil
 }
 
 // schedulerRunner owns one running scheduler, so that tests can stop it and start
@@ -43,7 +77,11 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) err
 	c.scheduler.mu.Lock()
 	defer c.scheduler.mu.Unlock()
 
-	cfg, err := internalSchedulerConfig(opts.Config)
+	versioned, registry, err := opts.resolve()
+	if err != nil {
+		return err
+	}
+	cfg, err := internalSchedulerConfig(versioned)
 	if err != nil {
 		return err
 	}
@@ -63,7 +101,7 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) err
 	sched, err := scheduler.New(runCtx, client, factory, dynFactory, profile.NewRecorderFactory(broadcaster),
 		scheduler.WithKubeConfig(config),
 		scheduler.WithProfiles(cfg.Profiles...),
-		scheduler.WithFrameworkOutOfTreeRegistry(opts.Registry),
+		scheduler.WithFrameworkOutOfTreeRegistry(registry),
 		scheduler.WithParallelism(cfg.Parallelism),
 		scheduler.WithPercentageOfNodesToScore(cfg.PercentageOfNodesToScore),
 		scheduler.WithPodInitialBackoffSeconds(cfg.PodInitialBackoffSeconds),
@@ -78,9 +116,11 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) err
 	dynFactory.Start(runCtx.Done())
 	factory.WaitForCacheSync(ctx.Done())
 	dynFactory.WaitForCacheSync(ctx.Done())
-	if err := ctx.Err(); err != nil {
+	// Plugins rebuild state (quota usage) in their informer handlers; like the
+	// kube-scheduler binary, wait until those saw every object once.
+	if err := sched.WaitForHandlersSync(ctx); err != nil {
 		cancel()
-		return err
+		return fmt.Errorf("waiting for the scheduler's event handlers: %w", err)
 	}
 	done := make(chan struct{})
 	go func() {

@@ -8,6 +8,11 @@ import (
 	"io"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/examples"
 	"github.com/quotascale/quotascale/localcluster"
 )
@@ -18,8 +23,8 @@ const (
 	NodeMemory = "224Gi"
 )
 
-// Run applies the seeds' manifests verbatim and prints them the way kubectl get
-// does.
+// Run applies the seeds' manifests verbatim, prints them the way kubectl get does,
+// then plays seed 000's borrow-and-reclaim sequence.
 func Run(ctx context.Context, c *localcluster.Cluster, out io.Writer) error {
 	section(out, "Applying seed 000's ElasticQuotaTree, its spot ResourceFlavor and seed 001's CapacityQuotas, unchanged")
 	for _, m := range [][]byte{examples.ElasticQuotaTree, examples.ResourceFlavor, examples.CapacityQuotas} {
@@ -31,20 +36,45 @@ func Run(ctx context.Context, c *localcluster.Cluster, out io.Writer) error {
 			fmt.Fprintf(out, "%s/%s applied\n", o.GetKind(), o.GetName())
 		}
 	}
+	if err := waitForTreeStatus(ctx, c); err != nil {
+		return err
+	}
 	for _, get := range []struct{ command, path string }{
 		{"kubectl get nodes", "/api/v1/nodes"},
 		{"kubectl get elasticquotatree -n kube-system", "/apis/scheduling.sigs.k8s.io/v1beta1/namespaces/kube-system/elasticquotatrees"},
 		{"kubectl get resourceflavors", "/apis/kueue.x-k8s.io/v1beta1/resourceflavors"},
 		{"kubectl get cq", "/apis/autoscaling.x-k8s.io/v1beta1/capacityquotas"},
 	} {
-		section(out, "$ "+get.command)
-		table, err := localcluster.GetTable(ctx, c.Config, get.path)
+		if err := printGet(ctx, c, out, get.command, get.path); err != nil {
+			return err
+		}
+	}
+	return playElasticQuotaTree(ctx, c, out)
+}
+
+func printGet(ctx context.Context, c *localcluster.Cluster, out io.Writer, command, path string) error {
+	section(out, "$ "+command)
+	table, err := localcluster.GetTable(ctx, c.Config, path)
+	if err != nil {
+		return err
+	}
+	return localcluster.PrintTable(out, table, time.Now())
+}
+
+// waitForTreeStatus waits until the scheduler has judged the tree, so the table
+// shows its Valid and Active columns.
+func waitForTreeStatus(ctx context.Context, c *localcluster.Cluster) error {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		u, err := c.Dynamic.Resource(schedulingv1beta1.SchemeGroupVersion.WithResource("elasticquotatrees")).
+			Namespace(schedulingv1beta1.EnforcedNamespace).Get(ctx, "elasticquotatree", metav1.GetOptions{})
 		if err != nil {
-			return err
+			return false, err
 		}
-		if err := localcluster.PrintTable(out, table, time.Now()); err != nil {
-			return err
-		}
+		conditions, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		return len(conditions) > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the scheduler to report on the ElasticQuotaTree: %w", err)
 	}
 	return nil
 }

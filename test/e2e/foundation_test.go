@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/utils/ptr"
 
 	"github.com/quotascale/quotascale/localcluster"
 )
@@ -147,28 +145,9 @@ func TestDeploymentRunsOnKwokNodes(t *testing.T) {
 		localcluster.NodeSpec{Name: "foundation-1", Capacity: shape},
 		localcluster.NodeSpec{Name: "foundation-2", Capacity: shape},
 	)
-	podLabels := map[string]string{"app": "foundation"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "foundation", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](3),
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec: corev1.PodSpec{
-					Containers: []corev1.Container{{
-						Name: "app", Image: "registry.k8s.io/pause",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
-					}},
-				},
-			},
-		},
-	}
-	if _, err := cluster.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDeployment(t, ctx, ns, "foundation", 3, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")})
 	waitFor(t, ctx, "3 running pods", func(ctx context.Context) error {
-		phases, err := podPhases(ctx, ns, labels.SelectorFromSet(podLabels))
+		phases, err := podPhases(ctx, ns, labels.SelectorFromSet(map[string]string{"app": "foundation"}))
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,122 @@
+package capacityscheduling
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+)
+
+// statusLease is the lease that elects the one scheduler replica writing tree
+// status. kube-scheduler's own election does not reach plugins: every replica
+// builds its plugins, only the leader schedules.
+const statusLease = "quotascale-capacity-scheduling-status"
+
+// statusWriter writes every tree's conditions and the per-node figures of the tree
+// in force, at most once per interval rather than on every pod event.
+type statusWriter struct {
+	cache    *quotaCache
+	trees    cache.Store
+	client   dynamic.Interface
+	interval time.Duration
+}
+
+// run elects a leader and writes status while leading, until ctx ends.
+func (w *statusWriter) run(ctx context.Context, kube kubernetes.Interface) {
+	logger := klog.FromContext(ctx).WithName("status")
+	host, _ := os.Hostname()
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, schedulingv1beta1.EnforcedNamespace, statusLease,
+		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
+	if err != nil {
+		logger.Error(err, "Creating the status lease lock; tree status will not be written")
+		return
+	}
+	for ctx.Err() == nil {
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   15 * time.Second,
+			RenewDeadline:   10 * time.Second,
+			RetryPeriod:     2 * time.Second,
+			ReleaseOnCancel: true,
+			Name:            statusLease,
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(ctx context.Context) {
+					logger.V(2).Info("Writing ElasticQuotaTree status")
+					wait.UntilWithContext(ctx, w.writeAll, w.interval)
+				},
+				OnStoppedLeading: func() { logger.V(2).Info("Stopped writing ElasticQuotaTree status") },
+			},
+		})
+	}
+}
+
+func (w *statusWriter) writeAll(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	for _, obj := range w.trees.List() {
+		t, ok := obj.(*schedulingv1beta1.ElasticQuotaTree)
+		if !ok {
+			continue
+		}
+		desired, ok := w.desiredStatus(t)
+		if !ok || apiequality.Semantic.DeepEqual(desired, t.Status) {
+			continue
+		}
+		if err := w.write(ctx, t, desired); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			logger.Error(err, "Writing ElasticQuotaTree status", "tree", klog.KObj(t))
+		}
+	}
+}
+
+// desiredStatus is t's status as the plugin sees it; false when the plugin has
+// not decided about this generation yet.
+func (w *statusWriter) desiredStatus(t *schedulingv1beta1.ElasticQuotaTree) (schedulingv1beta1.ElasticQuotaTreeStatus, bool) {
+	w.cache.mu.Lock()
+	defer w.cache.mu.Unlock()
+	d, ok := w.cache.lifecycle.decisions[t.Namespace+"/"+t.Name]
+	if !ok || d.ref.uid != t.UID || d.ref.generation != t.Generation {
+		return schedulingv1beta1.ElasticQuotaTreeStatus{}, false
+	}
+	status := *t.Status.DeepCopy()
+	status.ObservedGeneration = t.Generation
+	meta.SetStatusCondition(&status.Conditions, validCondition(d))
+	meta.SetStatusCondition(&status.Conditions, d.active)
+	status.Quotas = nil
+	if w.cache.tree != nil && w.cache.lifecycle.inForce.uid == t.UID {
+		status.Quotas = w.cache.tree.Status()
+	}
+	return status, true
+}
+
+func (w *statusWriter) write(ctx context.Context, t *schedulingv1beta1.ElasticQuotaTree, status schedulingv1beta1.ElasticQuotaTreeStatus) error {
+	updated := t.DeepCopy()
+	updated.Status = status
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(updated)
+	if err != nil {
+		return fmt.Errorf("encoding status of ElasticQuotaTree %s/%s: %w", t.Namespace, t.Name, err)
+	}
+	u := &unstructured.Unstructured{Object: raw}
+	u.SetAPIVersion(schedulingv1beta1.SchemeGroupVersion.String())
+	u.SetKind("ElasticQuotaTree")
+	_, err = w.client.Resource(treesResource).Namespace(t.Namespace).UpdateStatus(ctx, u, metav1.UpdateOptions{})
+	if err != nil {
+		return fmt.Errorf("updating status of ElasticQuotaTree %s/%s: %w", t.Namespace, t.Name, err)
+	}
+	return nil
+}
