@@ -13,6 +13,8 @@ all: build
 build:
 	$(GO) build ./...
 	$(GO) build -o $(BIN)/localcluster ./cmd/localcluster
+	$(GO) build -o $(BIN)/cluster-autoscaler ./cluster-autoscaler
+	$(GO) build -o $(BIN)/kube-scheduler ./scheduler
 
 ## test: lint, then every test (unit, property, e2e on the in-process control plane)
 test: lint

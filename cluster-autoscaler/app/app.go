@@ -1,0 +1,175 @@
+// Package app wires the autoscaler together from its options: clients and
+// informers, the cloud provider, the scheduling simulation, the expander chain and
+// the processors. The binary and the in-process tests build it the same way.
+package app
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/quotascale/quotascale/cloudprovider"
+	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
+	"github.com/quotascale/quotascale/cloudprovider/kwok"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/cluster-autoscaler/core"
+	"github.com/quotascale/quotascale/cluster-autoscaler/expander"
+	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
+	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
+	"github.com/quotascale/quotascale/processors"
+	"github.com/quotascale/quotascale/processors/status"
+)
+
+// Component is the name events and leases are recorded under, as upstream.
+const Component = "cluster-autoscaler"
+
+// Process is what lives as long as the process, leader or not: metrics and the
+// health check, served by Serve.
+type Process struct {
+	Metrics *metrics.Metrics
+	health  *health
+}
+
+// NewProcess creates the metrics registry and the health check.
+func NewProcess(opts config.Options) *Process {
+	return &Process{Metrics: metrics.New(), health: newHealth(opts.ScanInterval)}
+}
+
+// Autoscaler is a wired autoscaler, ready to loop.
+type Autoscaler struct {
+	*Process
+	opts     config.Options
+	core     *core.Autoscaler
+	provider cloudprovider.CloudProvider
+}
+
+// New builds an autoscaler against the cluster config reaches. ctx bounds every
+// component; cancel it on shutdown.
+func New(ctx context.Context, opts config.Options, restConfig *restclient.Config, process *Process) (*Autoscaler, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	restConfig = restclient.AddUserAgent(restclient.CopyConfig(restConfig), Component)
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	provider, err := newProvider(ctx, opts, client, restConfig)
+	if err != nil {
+		return nil, err
+	}
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodes := factory.Core().V1().Nodes()
+	pods := factory.Core().V1().Pods()
+	// The priority expander's ConfigMap lives in the autoscaler's namespace; watch
+	// only that namespace's ConfigMaps.
+	nsFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(opts.Namespace))
+	configMaps := nsFactory.Core().V1().ConfigMaps().Lister().ConfigMaps(opts.Namespace)
+
+	schedulerConfig, err := simulator.LoadSchedulerConfig(opts.SchedulerConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	fw, err := simulator.NewFramework(ctx, simulator.FrameworkOptions{
+		Config: schedulerConfig, Client: client, KubeConfig: restConfig, Informers: factory,
+	})
+	if err != nil {
+		return nil, err
+	}
+	strategy, err := expander.New(ctx, opts.Expander, expander.Deps{PriorityConfig: expander.PriorityConfigFromLister(configMaps)})
+	if err != nil {
+		return nil, fmt.Errorf("--expander: %w", err)
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
+	go func() { <-ctx.Done(); broadcaster.Shutdown() }()
+
+	m := process.Metrics
+	deps := core.Deps{
+		Provider:         provider,
+		Nodes:            nodes.Lister(),
+		Pods:             pods.Lister(),
+		Framework:        fw,
+		Expander:         strategy,
+		Metrics:          m,
+		StatusProcessors: []processors.ScaleUpStatusProcessor{&status.EventProcessor{Recorder: recorder}},
+	}
+	if opts.WriteStatusConfigMap {
+		deps.WriteStatus = func(ctx context.Context, s clusterstate.Status, now time.Time) error {
+			return clusterstate.WriteStatusConfigMap(ctx, client, opts.Namespace, s, now)
+		}
+	}
+	a := &Autoscaler{Process: process, opts: opts, core: core.New(opts, deps), provider: provider}
+	for _, f := range []informers.SharedInformerFactory{factory, nsFactory} {
+		f.Start(ctx.Done())
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return nil, fmt.Errorf("informer for %v did not sync", typ)
+			}
+		}
+	}
+	return a, nil
+}
+
+func newProvider(ctx context.Context, opts config.Options, client kubernetes.Interface, restConfig *restclient.Config) (cloudprovider.CloudProvider, error) {
+	switch opts.CloudProviderName {
+	case kwok.ProviderName:
+		source, err := kwok.ParseSourceRef(opts.CloudConfig, client)
+		if err != nil {
+			return nil, fmt.Errorf("--cloud-config: %w", err)
+		}
+		ns, name, _ := strings.Cut(opts.KwokState, "/")
+		return kwok.NewProvider(ctx, kwok.Options{Client: client, Config: source, StateNamespace: ns, StateName: name})
+	case clusterapi.ProviderName:
+		dyn, err := dynamic.NewForConfig(restConfig)
+		if err != nil {
+			return nil, fmt.Errorf("dynamic client: %w", err)
+		}
+		return clusterapi.NewProvider(ctx, clusterapi.Options{Client: dyn})
+	}
+	return nil, fmt.Errorf("--cloud-provider %q is not supported", opts.CloudProviderName)
+}
+
+// RunOnce runs one loop now.
+func (a *Autoscaler) RunOnce(ctx context.Context) error {
+	now := time.Now()
+	err := a.core.RunOnce(ctx, now)
+	a.health.observe(now, err)
+	return err
+}
+
+// Run loops every --scan-interval until ctx ends. A failed loop is logged and
+// the next one runs on schedule.
+func (a *Autoscaler) Run(ctx context.Context) {
+	a.health.leading(true)
+	defer a.health.leading(false)
+	logger := klog.FromContext(ctx)
+	ticker := time.NewTicker(a.opts.ScanInterval)
+	defer ticker.Stop()
+	for {
+		if err := a.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			logger.Error(err, "Autoscaler loop failed")
+		}
+		select {
+		case <-ctx.Done():
+			if err := a.provider.Cleanup(); err != nil {
+				logger.Error(err, "Cleaning up the cloud provider")
+			}
+			return
+		case <-ticker.C:
+		}
+	}
+}

@@ -1,0 +1,198 @@
+// Package clusterstate keeps what the autoscaler knows about each node group
+// across loops: how many nodes are registered and still coming, which scale-ups
+// failed and for how long a group is backed off.
+package clusterstate
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/quotascale/quotascale/cloudprovider"
+)
+
+// Options configure the registry.
+type Options struct {
+	// MaxNodeProvisionTime is upstream's --max-node-provision-time: an instance
+	// not registered by then counts as a failed scale-up.
+	MaxNodeProvisionTime time.Duration
+	Backoff              BackoffOptions
+}
+
+// Registry tracks node groups between loops. It is used by the loop only.
+type Registry struct {
+	opts Options
+	// firstSeen remembers when an unregistered instance was first seen, to tell
+	// when it is past its provisioning time.
+	firstSeen map[string]time.Time
+	backoffs  map[string]*backoff
+	// lastScaleUp is when each group was last increased.
+	lastScaleUp map[string]time.Time
+	// failedInstances are failed instances already turned into a backoff, so one
+	// failure is not counted twice while its deletion is under way.
+	failedInstances map[string]bool
+	last            *State
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry(opts Options) *Registry {
+	return &Registry{
+		opts:            opts,
+		firstSeen:       map[string]time.Time{},
+		backoffs:        map[string]*backoff{},
+		lastScaleUp:     map[string]time.Time{},
+		failedInstances: map[string]bool{},
+	}
+}
+
+// State is the cluster as one loop found it.
+type State struct {
+	Now    time.Time
+	Groups []*GroupState
+	byID   map[string]*GroupState
+	// Unmanaged are registered nodes that belong to no group.
+	Unmanaged int
+}
+
+// GroupState is one node group in one loop.
+type GroupState struct {
+	Group            cloudprovider.NodeGroup
+	Target, Min, Max int
+	// Registered nodes of the group; Ready ones among them.
+	Registered, Ready int
+	// Upcoming is target minus registered: nodes asked for, not yet there.
+	Upcoming int
+	// Unregistered are instances without a registered node, failed and late ones
+	// included, until they are gone.
+	Unregistered []cloudprovider.Instance
+	// Failed instances reported a creation error; Late ones are past the
+	// provisioning time. Both are to be deleted.
+	Failed, Late []cloudprovider.Instance
+}
+
+// Group returns the state of a group by id.
+func (s *State) Group(id string) *GroupState { return s.byID[id] }
+
+// Update reads every group's target and instances against the registered nodes.
+// New failures (instances with errors, instances past the provisioning time)
+// back their group off.
+func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvider, nodes []*corev1.Node, now time.Time) (*State, error) {
+	logger := klog.FromContext(ctx)
+	registered := make(map[string]*corev1.Node, len(nodes))
+	for _, n := range nodes {
+		if n.Spec.ProviderID != "" {
+			registered[n.Spec.ProviderID] = n
+		}
+	}
+	state := &State{Now: now, byID: map[string]*GroupState{}}
+	seen := map[string]bool{}
+	managed := 0
+	groups := provider.NodeGroups()
+	sort.Slice(groups, func(i, j int) bool { return groups[i].Id() < groups[j].Id() })
+	for _, g := range groups {
+		if !g.Exist() {
+			continue
+		}
+		target, err := g.TargetSize()
+		if err != nil {
+			return nil, fmt.Errorf("reading the target size of node group %s: %w", g.Id(), err)
+		}
+		instances, err := g.Nodes()
+		if err != nil {
+			return nil, fmt.Errorf("listing the instances of node group %s: %w", g.Id(), err)
+		}
+		gs := &GroupState{Group: g, Target: target, Min: g.MinSize(), Max: g.MaxSize()}
+		for _, in := range instances {
+			if n, ok := registered[in.Id]; ok {
+				gs.Registered++
+				if nodeReady(n) {
+					gs.Ready++
+				}
+				continue
+			}
+			if in.Status != nil && in.Status.State == cloudprovider.InstanceDeleting {
+				continue
+			}
+			seen[in.Id] = true
+			gs.Unregistered = append(gs.Unregistered, in)
+			first, ok := r.firstSeen[in.Id]
+			if !ok {
+				first = now
+				r.firstSeen[in.Id] = now
+			}
+			switch {
+			case in.Status != nil && in.Status.ErrorInfo != nil:
+				gs.Failed = append(gs.Failed, in)
+				if !r.failedInstances[in.Id] {
+					r.failedInstances[in.Id] = true
+					r.fail(g.Id(), *in.Status.ErrorInfo, now)
+					logger.Info("Instance creation failed; backing off node group", "nodeGroup", g.Id(), "instance", in.Id,
+						"errorCode", in.Status.ErrorInfo.ErrorCode, "error", in.Status.ErrorInfo.ErrorMessage)
+				}
+			case now.Sub(first) > r.opts.MaxNodeProvisionTime:
+				gs.Late = append(gs.Late, in)
+				if !r.failedInstances[in.Id] {
+					r.failedInstances[in.Id] = true
+					r.fail(g.Id(), cloudprovider.InstanceErrorInfo{
+						ErrorClass:   cloudprovider.OtherErrorClass,
+						ErrorCode:    "timeout",
+						ErrorMessage: fmt.Sprintf("instance %s did not register within %s", in.Id, r.opts.MaxNodeProvisionTime),
+					}, now)
+					logger.Info("Instance did not register in time; backing off node group", "nodeGroup", g.Id(), "instance", in.Id)
+				}
+			}
+		}
+		gs.Upcoming = max(0, target-gs.Registered)
+		managed += gs.Registered
+		state.Groups = append(state.Groups, gs)
+		state.byID[g.Id()] = gs
+	}
+	for id := range r.firstSeen {
+		if !seen[id] {
+			delete(r.firstSeen, id)
+			delete(r.failedInstances, id)
+		}
+	}
+	state.Unmanaged = len(nodes) - managed
+	r.last = state
+	return state, nil
+}
+
+func (r *Registry) fail(groupID string, info cloudprovider.InstanceErrorInfo, now time.Time) {
+	b := r.backoffs[groupID]
+	if b == nil {
+		b = &backoff{}
+		r.backoffs[groupID] = b
+	}
+	b.fail(r.opts.Backoff, info, now)
+}
+
+// RegisterFailedScaleUp backs a group off after IncreaseSize itself failed.
+func (r *Registry) RegisterFailedScaleUp(groupID string, err error, now time.Time) {
+	r.fail(groupID, cloudprovider.InstanceErrorInfo{ErrorClass: cloudprovider.OtherErrorClass, ErrorCode: "cloudProviderError", ErrorMessage: err.Error()}, now)
+}
+
+// RegisterScaleUp records a successful increase.
+func (r *Registry) RegisterScaleUp(groupID string, now time.Time) { r.lastScaleUp[groupID] = now }
+
+// BackedOff reports whether a group is backed off at now, and why.
+func (r *Registry) BackedOff(groupID string, now time.Time) (bool, cloudprovider.InstanceErrorInfo) {
+	b := r.backoffs[groupID]
+	if !b.active(now) {
+		return false, cloudprovider.InstanceErrorInfo{}
+	}
+	return true, b.errorInfo
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,219 @@
+// Package core is the autoscaler's loop: read the cluster, account for nodes on
+// their way, find the pods no node can take, and grow the node group that serves
+// them best within every limit.
+package core
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/quotascale/quotascale/cloudprovider"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/cluster-autoscaler/expander"
+	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
+	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
+	"github.com/quotascale/quotascale/processors"
+)
+
+// Deps are what the loop works with; tests and the binary build them alike.
+type Deps struct {
+	Provider          cloudprovider.CloudProvider
+	Nodes             corelisters.NodeLister
+	Pods              corelisters.PodLister
+	Framework         *simulator.Framework
+	Expander          expander.Strategy
+	Metrics           *metrics.Metrics
+	PodListProcessors []processors.PodListProcessor
+	Limiters          []processors.ScaleUpLimiter
+	StatusProcessors  []processors.ScaleUpStatusProcessor
+	// WriteStatus writes the status ConfigMap; nil when disabled.
+	WriteStatus func(ctx context.Context, status clusterstate.Status, now time.Time) error
+}
+
+// Autoscaler runs one loop at a time.
+type Autoscaler struct {
+	Deps
+	opts     config.Options
+	registry *clusterstate.Registry
+	limiters []processors.ScaleUpLimiter
+	expander expander.Strategy
+}
+
+// New builds an autoscaler.
+func New(opts config.Options, deps Deps) *Autoscaler {
+	return &Autoscaler{
+		Deps: deps,
+		opts: opts,
+		registry: clusterstate.NewRegistry(clusterstate.Options{
+			MaxNodeProvisionTime: opts.MaxNodeProvisionTime,
+			Backoff: clusterstate.BackoffOptions{
+				Initial: opts.InitialNodeGroupBackoffDuration,
+				Max:     opts.MaxNodeGroupBackoffDuration,
+				Reset:   opts.NodeGroupBackoffResetTimeout,
+			},
+		}),
+		limiters: deps.Limiters,
+		expander: deps.Expander,
+	}
+}
+
+// RunOnce is one loop.
+func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
+	logger := klog.FromContext(ctx)
+	start := time.Now()
+	defer func() { a.Metrics.LoopDuration.WithLabelValues("main").Observe(time.Since(start).Seconds()) }()
+
+	if err := a.Provider.Refresh(); err != nil {
+		return fmt.Errorf("refreshing the cloud provider: %w", err)
+	}
+	nodes, err := a.Nodes.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	pods, err := a.Pods.List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing pods: %w", err)
+	}
+	state, err := a.registry.Update(ctx, a.Provider, nodes, now)
+	if err != nil {
+		return err
+	}
+	a.removeFailedInstances(ctx, state)
+	lc := &processors.LoopContext{
+		Now:          now,
+		Nodes:        nodes,
+		Templates:    map[string]*cloudprovider.NodeInfo{},
+		Unregistered: map[string]int{},
+	}
+	for _, gs := range state.Groups {
+		lc.Groups = append(lc.Groups, gs.Group)
+		lc.Unregistered[gs.Group.Id()] = len(gs.Unregistered)
+		t, err := gs.Group.TemplateNodeInfo()
+		if err != nil {
+			logger.Error(err, "No template for node group", "nodeGroup", gs.Group.Id())
+			continue
+		}
+		lc.Templates[gs.Group.Id()] = t
+		a.Metrics.NodeGroupTarget.WithLabelValues(gs.Group.Id()).Set(float64(gs.Target))
+	}
+
+	var bound, pending []*corev1.Pod
+	for _, p := range pods {
+		switch {
+		case p.Spec.NodeName != "":
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				bound = append(bound, p)
+			}
+		case a.unschedulable(p, now):
+			pending = append(pending, p)
+		}
+	}
+	a.Metrics.UnschedulablePods.Set(float64(len(pending)))
+	a.Metrics.NodesCount.WithLabelValues("registered").Set(float64(len(nodes)))
+
+	status := &processors.ScaleUpStatus{Result: processors.ScaleUpNotNeeded}
+	if len(pending) > 0 {
+		status, err = a.scaleUpFor(ctx, lc, state, nodes, bound, pending)
+		if err != nil {
+			return err
+		}
+	}
+	for _, p := range a.StatusProcessors {
+		p.Process(ctx, lc, status)
+	}
+	switch status.Result {
+	case processors.ScaleUpSuccessful:
+		for _, inc := range status.Increases {
+			a.Metrics.ScaledUpNodes.Add(float64(inc.New - inc.Current))
+		}
+		a.Metrics.LastActivity.WithLabelValues("scaleUp").Set(float64(now.Unix()))
+	case processors.ScaleUpError:
+		a.Metrics.FailedScaleUps.WithLabelValues("cloudProviderError").Inc()
+		logger.Error(status.Error, "Scale-up failed")
+	}
+	if a.WriteStatus != nil {
+		if err := a.WriteStatus(ctx, a.registry.Status(nil), now); err != nil {
+			logger.Error(err, "Writing the status ConfigMap")
+		}
+	}
+	a.Metrics.LastActivity.WithLabelValues("main").Set(float64(now.Unix()))
+	return nil
+}
+
+func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State,
+	nodes []*corev1.Node, bound, pending []*corev1.Pod) (*processors.ScaleUpStatus, error) {
+	var refused []processors.RefusedPod
+	for _, p := range a.PodListProcessors {
+		kept, r, err := p.Process(ctx, lc, pending)
+		if err != nil {
+			return nil, err
+		}
+		pending = kept
+		refused = append(refused, r...)
+	}
+	simStart := time.Now()
+	snapshot := simulator.NewSnapshot(nodes, bound)
+	a.Framework.SetSnapshot(snapshot)
+	groups := groupPods(pending)
+	for _, g := range groups {
+		g.check = a.Framework.PreFilter(ctx, g.sample())
+	}
+	groups, err := placeOnExisting(ctx, groups, snapshot, state, lc.Templates)
+	if err != nil {
+		return nil, err
+	}
+	status := a.scaleUp(ctx, lc, state, groups)
+	status.Refused = refused
+	if len(refused) > 0 && status.Result == processors.ScaleUpNotNeeded {
+		status.Result = processors.ScaleUpNoOptionsAvailable
+	}
+	a.Metrics.LoopDuration.WithLabelValues("scaleUp").Observe(time.Since(simStart).Seconds())
+	return status, nil
+}
+
+// unschedulable reports whether the scheduler gave up on a pod for now and the
+// pod is old enough to act on.
+func (a *Autoscaler) unschedulable(p *corev1.Pod, now time.Time) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if now.Sub(p.CreationTimestamp.Time) < a.opts.NewPodScaleUpDelay {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
+// removeFailedInstances deletes instances that failed to come up or registered
+// too late, as upstream does, so that they stop counting as upcoming capacity once
+// the infrastructure has removed them.
+func (a *Autoscaler) removeFailedInstances(ctx context.Context, state *clusterstate.State) {
+	logger := klog.FromContext(ctx)
+	for _, gs := range state.Groups {
+		doomed := append(append([]cloudprovider.Instance(nil), gs.Failed...), gs.Late...)
+		if len(doomed) == 0 {
+			continue
+		}
+		placeholders := make([]*corev1.Node, 0, len(doomed))
+		for _, in := range doomed {
+			placeholders = append(placeholders, &corev1.Node{Spec: corev1.NodeSpec{ProviderID: in.Id}})
+			placeholders[len(placeholders)-1].Name = in.Id
+		}
+		if err := gs.Group.DeleteNodes(placeholders); err != nil {
+			logger.Error(err, "Removing failed instances", "nodeGroup", gs.Group.Id(), "instances", len(placeholders))
+			continue
+		}
+		logger.Info("Removed failed instances", "nodeGroup", gs.Group.Id(), "instances", len(placeholders))
+	}
+}

@@ -1,0 +1,205 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/estimator"
+	"github.com/quotascale/quotascale/cluster-autoscaler/expander"
+	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
+	"github.com/quotascale/quotascale/processors"
+)
+
+// Skip reasons, in upstream's words.
+var (
+	reasonMaxSize     = processors.NewReason(processors.MessageNodeGroupSkipped, "max node group size reached")
+	reasonBackoff     = processors.NewReason(processors.MessageNodeGroupSkipped, "in backoff after failed scale-up")
+	reasonMaxTotal    = processors.NewReason(processors.MessageNodeGroupSkipped, "max total nodes in cluster reached")
+	reasonNoTemplate  = processors.NewReason(processors.MessageNodeGroupSkipped, "no node template")
+	reasonMaxPerScale = processors.NewReason(processors.MessageNodeGroupSkipped, "max nodes per scale-up reached")
+)
+
+// scaleUp picks one node group to grow for the pending pods, the way upstream's
+// orchestrator does: predicates on each template, an estimate of how many nodes
+// each group needs within every limit, the expander's choice, IncreaseSize.
+func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State, groups []*podGroup) *processors.ScaleUpStatus {
+	logger := klog.FromContext(ctx)
+	status := &processors.ScaleUpStatus{Result: processors.ScaleUpNotNeeded}
+	if len(groups) == 0 {
+		return status
+	}
+	info := make([]processors.NoScaleUpInfo, len(groups))
+	for i, g := range groups {
+		info[i] = processors.NoScaleUpInfo{Pods: g.pods, Rejected: map[string][]processors.Reason{}, Skipped: map[string][]processors.Reason{}}
+	}
+	// Estimation sees the same pods for every node group: prepare them once.
+	prepared := make([][]estimator.Pod, len(groups))
+	for i, g := range groups {
+		for _, p := range g.pods {
+			ep, err := estimator.NewPod(p, g.check, i)
+			if err != nil {
+				logger.Error(err, "Leaving a pod out of the estimate")
+				continue
+			}
+			prepared[i] = append(prepared[i], ep)
+		}
+	}
+	totalNodes := len(lc.Nodes)
+	for _, gs := range state.Groups {
+		totalNodes += gs.Upcoming
+	}
+
+	var options []expander.Option
+	for _, gs := range state.Groups {
+		id := gs.Group.Id()
+		template := lc.Templates[id]
+		if template == nil {
+			for i := range groups {
+				info[i].Skipped[id] = []processors.Reason{reasonNoTemplate}
+			}
+			continue
+		}
+		templateInfo, err := simulator.NewNodeInfo(templateNode(template.Node, id, "new"), template.Pods...)
+		if err != nil {
+			logger.Error(err, "Skipping node group", "nodeGroup", id)
+			continue
+		}
+		var passing []int
+		for i, g := range groups {
+			if st := g.check.Fits(ctx, templateInfo); !st.IsSuccess() {
+				info[i].Rejected[id] = predicateReasons(st)
+				continue
+			}
+			passing = append(passing, i)
+		}
+		if len(passing) == 0 {
+			continue
+		}
+		skip := func(reasons ...processors.Reason) {
+			for _, i := range passing {
+				info[i].Skipped[id] = reasons
+			}
+		}
+		if backedOff, _ := a.registry.BackedOff(id, lc.Now); backedOff {
+			skip(reasonBackoff)
+			continue
+		}
+		limit := gs.Max - gs.Target
+		if limit <= 0 {
+			skip(reasonMaxSize)
+			continue
+		}
+		if a.opts.MaxNodesTotal > 0 {
+			if limit = min(limit, a.opts.MaxNodesTotal-totalNodes); limit <= 0 {
+				skip(reasonMaxTotal)
+				continue
+			}
+		}
+		if a.opts.MaxNodesPerScaleUp > 0 {
+			limit = min(limit, a.opts.MaxNodesPerScaleUp)
+		}
+		var capped []processors.Reason
+		for _, l := range a.limiters {
+			headroom, reasons := l.Headroom(ctx, lc, gs.Group, template.Node, limit)
+			if headroom < limit {
+				limit = headroom
+				capped = append(capped, reasons...)
+			}
+		}
+		if limit <= 0 {
+			skip(capped...)
+			continue
+		}
+		var pods []estimator.Pod
+		for _, i := range passing {
+			pods = append(pods, prepared[i]...)
+		}
+		est := estimator.Binpack(ctx, pods, templateInfo, limit)
+		if len(capped) > 0 && len(est.Unscheduled) > 0 {
+			// The pods the limit left out are skipped because of it.
+			left := map[*corev1.Pod]bool{}
+			for _, p := range est.Unscheduled {
+				left[p] = true
+			}
+			for _, i := range passing {
+				for _, p := range groups[i].pods {
+					if left[p] {
+						info[i].Skipped[id] = capped
+						break
+					}
+				}
+			}
+		}
+		if est.NodeCount == 0 {
+			continue
+		}
+		options = append(options, expander.Option{
+			NodeGroup: gs.Group,
+			NodeCount: est.NodeCount,
+			Pods:      est.Scheduled,
+			Template:  template.Node,
+			Debug:     fmt.Sprintf("%s: +%d nodes for %d pods", id, est.NodeCount, len(est.Scheduled)),
+		})
+	}
+
+	if len(options) == 0 {
+		status.Result = processors.ScaleUpNoOptionsAvailable
+		status.PodsRemainUnschedulable = info
+		return status
+	}
+	best := a.expander.BestOption(options)
+	gs := state.Group(best.NodeGroup.Id())
+	logger.Info("Scale-up", "nodeGroup", best.NodeGroup.Id(), "from", gs.Target, "to", gs.Target+best.NodeCount,
+		"max", gs.Max, "pods", len(best.Pods), "options", len(options))
+	if err := best.NodeGroup.IncreaseSize(best.NodeCount); err != nil {
+		a.registry.RegisterFailedScaleUp(best.NodeGroup.Id(), err, lc.Now)
+		status.Result = processors.ScaleUpError
+		status.Error = fmt.Errorf("increasing node group %s by %d: %w", best.NodeGroup.Id(), best.NodeCount, err)
+		status.PodsRemainUnschedulable = info
+		return status
+	}
+	a.registry.RegisterScaleUp(best.NodeGroup.Id(), lc.Now)
+	for _, l := range a.limiters {
+		l.Planned(ctx, lc, best.NodeGroup, best.Template, best.NodeCount)
+	}
+	status.Result = processors.ScaleUpSuccessful
+	status.Increases = []processors.GroupIncrease{{Group: best.NodeGroup, Current: gs.Target, New: gs.Target + best.NodeCount, Max: gs.Max}}
+	status.PodsTriggeredScaleUp = best.Pods
+	helped := map[*corev1.Pod]bool{}
+	for _, p := range best.Pods {
+		helped[p] = true
+	}
+	for i := range info {
+		var rest []*corev1.Pod
+		for _, p := range info[i].Pods {
+			if !helped[p] {
+				rest = append(rest, p)
+			}
+		}
+		if len(rest) > 0 {
+			info[i].Pods = rest
+			status.PodsRemainUnschedulable = append(status.PodsRemainUnschedulable, info[i])
+		}
+	}
+	return status
+}
+
+// predicateReasons turns a Filter refusal into reasons, sorted.
+func predicateReasons(st *fwk.Status) []processors.Reason {
+	texts := st.Reasons()
+	if len(texts) == 0 {
+		texts = []string{st.Message()}
+	}
+	sort.Strings(texts)
+	out := make([]processors.Reason, 0, len(texts))
+	for _, t := range texts {
+		out = append(out, processors.NewReason(processors.MessageNodeGroupRejected, t))
+	}
+	return out
+}

@@ -1,0 +1,161 @@
+// Package simulator runs the kube-scheduler's own PreFilter and Filter plugins
+// in-process against a snapshot of the cluster plus template nodes, so that the
+// autoscaler predicts placement exactly as the scheduler decides it: no hand-made
+// predicate subset.
+package simulator
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	feature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
+	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
+	"k8s.io/klog/v2"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
+	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	schedulermetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+	"k8s.io/kubernetes/pkg/scheduler/util/assumecache"
+)
+
+// LoadSchedulerConfig reads a KubeSchedulerConfiguration file, as
+// --scheduler-config-file names it, or returns the upstream default when path is
+// empty.
+func LoadSchedulerConfig(path string) (*schedulerapi.KubeSchedulerConfiguration, error) {
+	if path == "" {
+		return DefaultSchedulerConfig(nil)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading scheduler config %s: %w", path, err)
+	}
+	obj, gvk, err := schedulerscheme.Codecs.UniversalDecoder().Decode(data, nil, nil)
+	if err != nil {
+		return nil, fmt.Errorf("decoding scheduler config %s: %w", path, err)
+	}
+	cfg, ok := obj.(*schedulerapi.KubeSchedulerConfiguration)
+	if !ok {
+		return nil, fmt.Errorf("scheduler config %s holds a %s, not a KubeSchedulerConfiguration", path, gvk)
+	}
+	return cfg, nil
+}
+
+// DefaultSchedulerConfig defaults and converts a versioned configuration; nil
+// means the upstream default profile.
+func DefaultSchedulerConfig(versioned *configv1.KubeSchedulerConfiguration) (*schedulerapi.KubeSchedulerConfiguration, error) {
+	if versioned == nil {
+		versioned = &configv1.KubeSchedulerConfiguration{}
+	} else {
+		versioned = versioned.DeepCopy()
+	}
+	schedulerscheme.Scheme.Default(versioned)
+	cfg := &schedulerapi.KubeSchedulerConfiguration{}
+	if err := schedulerscheme.Scheme.Convert(versioned, cfg, nil); err != nil {
+		return nil, fmt.Errorf("converting the scheduler configuration: %w", err)
+	}
+	return cfg, nil
+}
+
+// FrameworkOptions build the simulation framework.
+type FrameworkOptions struct {
+	// Config's first profile is the one simulated, as the autoscaler simulates the
+	// default scheduler.
+	Config *schedulerapi.KubeSchedulerConfiguration
+	// Registry adds out-of-tree plugins to the in-tree ones.
+	Registry frameworkruntime.Registry
+	// Client, KubeConfig and Informers are what plugins may read; the informer
+	// factory must be started by the caller after NewFramework.
+	Client     kubernetes.Interface
+	KubeConfig *restclient.Config
+	Informers  informers.SharedInformerFactory
+}
+
+// Framework is a scheduler framework whose snapshot the caller replaces once per
+// loop.
+type Framework struct {
+	framework.Framework
+	snapshot *swappableSnapshot
+}
+
+// NewFramework instantiates the profile's plugins over a snapshot the caller sets
+// with SetSnapshot.
+func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error) {
+	if opts.Config == nil || len(opts.Config.Profiles) == 0 {
+		return nil, fmt.Errorf("the scheduler configuration has no profile to simulate")
+	}
+	// The framework records plugin metrics into the scheduler's metric vectors,
+	// which exist only once registered; registration is idempotent.
+	schedulermetrics.Register()
+	registry := plugins.NewInTreeRegistry()
+	if err := registry.Merge(opts.Registry); err != nil {
+		return nil, fmt.Errorf("registering plugins: %w", err)
+	}
+	snapshot := &swappableSnapshot{}
+	snapshot.set(newEmptySnapshot())
+	frameworkOpts := []frameworkruntime.Option{
+		frameworkruntime.WithClientSet(opts.Client),
+		frameworkruntime.WithKubeConfig(opts.KubeConfig),
+		frameworkruntime.WithInformerFactory(opts.Informers),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithMutableSnapshotLister(snapshot),
+		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(opts.Informers.Storage().V1().CSINodes().Lister())),
+		frameworkruntime.WithParallelism(1),
+	}
+	if feature.DefaultFeatureGate.Enabled(features.DynamicResourceAllocation) {
+		dra, err := newDRAManager(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		frameworkOpts = append(frameworkOpts, frameworkruntime.WithSharedDRAManager(dra))
+	}
+	fw, err := frameworkruntime.NewFramework(ctx, registry, &opts.Config.Profiles[0], frameworkOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("building the simulation framework for profile %q: %w", opts.Config.Profiles[0].SchedulerName, err)
+	}
+	return &Framework{Framework: fw, snapshot: snapshot}, nil
+}
+
+// newDRAManager gives the DynamicResources plugin the claims and slices it reads,
+// wired the way the scheduler wires its own.
+func newDRAManager(ctx context.Context, opts FrameworkOptions) (fwk.SharedDRAManager, error) {
+	logger := klog.FromContext(ctx)
+	claims := assumecache.NewAssumeCache(logger, opts.Informers.Resource().V1().ResourceClaims().Informer(), "ResourceClaim", "", nil)
+	trackerOpts := resourceslicetracker.Options{
+		EnableDeviceTaintRules:   feature.DefaultFeatureGate.Enabled(features.DRADeviceTaintRules),
+		EnableConsumableCapacity: feature.DefaultFeatureGate.Enabled(features.DRAConsumableCapacity),
+		SliceInformer:            opts.Informers.Resource().V1().ResourceSlices(),
+		KubeClient:               opts.Client,
+	}
+	if trackerOpts.EnableDeviceTaintRules {
+		trackerOpts.TaintInformer = opts.Informers.Resource().V1().DeviceTaintRules()
+	}
+	slices, err := resourceslicetracker.StartTracker(ctx, trackerOpts)
+	if err != nil {
+		return nil, fmt.Errorf("starting the resource slice tracker: %w", err)
+	}
+	return dynamicresources.NewDRAManager(ctx, claims, slices, opts.Informers), nil
+}
+
+// SetSnapshot makes s the cluster every later check sees.
+func (f *Framework) SetSnapshot(s *Snapshot) { f.snapshot.set(s.inner) }
+
+// swappableSnapshot lets one framework, built once, read a new snapshot every
+// loop: plugins keep the lister they were given at construction.
+type swappableSnapshot struct {
+	fwk.MutableSnapshotSharedLister
+}
+
+func (s *swappableSnapshot) set(inner fwk.MutableSnapshotSharedLister) {
+	s.MutableSnapshotSharedLister = inner
+}
