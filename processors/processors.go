@@ -43,6 +43,8 @@ type RefusedPod struct {
 
 // ScaleUpLimiter caps how far one node group may grow in this loop.
 type ScaleUpLimiter interface {
+	// StartLoop refreshes what the limiter knows at the start of every loop.
+	StartLoop(ctx context.Context, lc *LoopContext) error
 	// Headroom returns how many of wanted new nodes of group may be added, and
 	// the reasons it is fewer.
 	Headroom(ctx context.Context, lc *LoopContext, group cloudprovider.NodeGroup, template *corev1.Node, wanted int) (int, []Reason)

@@ -6,19 +6,23 @@ package app
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
 	"github.com/quotascale/quotascale/cloudprovider/kwok"
@@ -28,7 +32,9 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/expander"
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
+	"github.com/quotascale/quotascale/internal/typedinformer"
 	"github.com/quotascale/quotascale/processors"
+	"github.com/quotascale/quotascale/processors/capacityquota"
 	"github.com/quotascale/quotascale/processors/status"
 )
 
@@ -78,6 +84,10 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	nsFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(opts.Namespace))
 	configMaps := nsFactory.Core().V1().ConfigMaps().Lister().ConfigMaps(opts.Namespace)
 
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
 	schedulerConfig, err := simulator.LoadSchedulerConfig(opts.SchedulerConfigFile)
 	if err != nil {
 		return nil, err
@@ -98,6 +108,18 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	go func() { <-ctx.Done(); broadcaster.Shutdown() }()
 
 	m := process.Metrics
+	quotaInformer := typedinformer.New[autoscalingv1beta1.CapacityQuota](dyn, capacityquota.Resource, 0)
+	quotas, err := capacityquota.New(capacityquota.Options{
+		Enabled:     opts.CapacityQuotasEnabled,
+		ClusterWide: clusterWideLimits(opts),
+	}, capacityquota.ListerFrom(quotaInformer.GetStore()), nodes.Informer(), recorder, capacityquota.NewMetrics(m.Registry, m.SkippedScaleEvents))
+	if err != nil {
+		return nil, err
+	}
+	visibility, err := openVisibilityLog(ctx, opts.VisibilityLogFile)
+	if err != nil {
+		return nil, err
+	}
 	deps := core.Deps{
 		Provider:         provider,
 		Nodes:            nodes.Lister(),
@@ -105,7 +127,9 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		Framework:        fw,
 		Expander:         strategy,
 		Metrics:          m,
-		StatusProcessors: []processors.ScaleUpStatusProcessor{&status.EventProcessor{Recorder: recorder}},
+		Limiters:         []processors.ScaleUpLimiter{quotas},
+		StatusProcessors: []processors.ScaleUpStatusProcessor{&status.EventProcessor{Recorder: recorder}, visibility},
+		AfterLoop:        []func(context.Context) error{(&capacityquota.StatusWriter{Client: dyn, Processor: quotas}).Write},
 	}
 	if opts.WriteStatusConfigMap {
 		deps.WriteStatus = func(ctx context.Context, s clusterstate.Status, now time.Time) error {
@@ -113,6 +137,10 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		}
 	}
 	a := &Autoscaler{Process: process, opts: opts, core: core.New(opts, deps), provider: provider}
+	go quotaInformer.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), quotaInformer.HasSynced) {
+		return nil, fmt.Errorf("the CapacityQuota informer did not sync")
+	}
 	for _, f := range []informers.SharedInformerFactory{factory, nsFactory} {
 		f.Start(ctx.Done())
 		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
@@ -172,4 +200,31 @@ func (a *Autoscaler) Run(ctx context.Context) {
 		case <-ticker.C:
 		}
 	}
+}
+
+// clusterWideLimits are --cores-total, --memory-total and --max-nodes-total as
+// the limits of the "cluster-wide" quota.
+func clusterWideLimits(opts config.Options) autoscalingv1beta1.ResourceList {
+	limits := autoscalingv1beta1.ResourceList{
+		autoscalingv1beta1.ResourceCPU:    *resource.NewQuantity(opts.MaxCoresTotal, resource.DecimalSI),
+		autoscalingv1beta1.ResourceMemory: *resource.NewQuantity(opts.MaxMemoryTotal, resource.BinarySI),
+	}
+	if opts.MaxNodesTotal > 0 {
+		limits[autoscalingv1beta1.ResourceNodes] = *resource.NewQuantity(int64(opts.MaxNodesTotal), resource.DecimalSI)
+	}
+	return limits
+}
+
+// openVisibilityLog appends to path, or writes to stdout when path is empty; the
+// file is closed when ctx ends.
+func openVisibilityLog(ctx context.Context, path string) (*status.VisibilityLog, error) {
+	if path == "" {
+		return status.NewVisibilityLog(os.Stdout), nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--visibility-log-file: %w", err)
+	}
+	go func() { <-ctx.Done(); _ = f.Close() }()
+	return status.NewVisibilityLog(f), nil
 }

@@ -47,6 +47,8 @@ type Options struct {
 	StaleDataBound time.Duration
 	// KwokState is where the kwok cloud keeps its instances, NAMESPACE/NAME.
 	KwokState string
+	// VisibilityLogFile receives the visibility log; empty means stdout.
+	VisibilityLogFile string
 }
 
 // Defaults are upstream's defaults, except the expander: least-waste.
@@ -102,6 +104,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.NodeGroupBackoffResetTimeout, "node-group-backoff-reset-timeout", o.NodeGroupBackoffResetTimeout, "Time without failures after which the backoff starts over.")
 	fs.StringVar(&o.Address, "address", o.Address, "Address serving /metrics and /health-check.")
 	fs.StringVar(&o.KwokState, "kwok-state-configmap", o.KwokState, "With --cloud-provider=kwok, the ConfigMap (NAMESPACE/NAME) where the kwok cloud keeps its instances.")
+	fs.StringVar(&o.VisibilityLogFile, "visibility-log-file", o.VisibilityLogFile, "File the visibility log (one JSON decision per line) is appended to; empty means stdout.")
 	fs.DurationVar(&o.StaleDataBound, "max-stale-data", o.StaleDataBound, "Scale nothing while the cluster data is older than this, as during an API server outage.")
 }
 

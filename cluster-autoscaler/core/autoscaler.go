@@ -35,6 +35,8 @@ type Deps struct {
 	StatusProcessors  []processors.ScaleUpStatusProcessor
 	// WriteStatus writes the status ConfigMap; nil when disabled.
 	WriteStatus func(ctx context.Context, status clusterstate.Status, now time.Time) error
+	// AfterLoop run at the end of every loop, e.g. to write CapacityQuota status.
+	AfterLoop []func(ctx context.Context) error
 }
 
 // Autoscaler runs one loop at a time.
@@ -104,6 +106,12 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 		a.Metrics.NodeGroupTarget.WithLabelValues(gs.Group.Id()).Set(float64(gs.Target))
 	}
 
+	for _, l := range a.limiters {
+		if err := l.StartLoop(ctx, lc); err != nil {
+			return err
+		}
+	}
+
 	var bound, pending []*corev1.Pod
 	for _, p := range pods {
 		switch {
@@ -141,6 +149,11 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 	if a.WriteStatus != nil {
 		if err := a.WriteStatus(ctx, a.registry.Status(nil), now); err != nil {
 			logger.Error(err, "Writing the status ConfigMap")
+		}
+	}
+	for _, after := range a.AfterLoop {
+		if err := after(ctx); err != nil {
+			logger.Error(err, "After the loop")
 		}
 	}
 	a.Metrics.LastActivity.WithLabelValues("main").Set(float64(now.Unix()))

@@ -20,7 +20,6 @@ import (
 var (
 	reasonMaxSize     = processors.NewReason(processors.MessageNodeGroupSkipped, "max node group size reached")
 	reasonBackoff     = processors.NewReason(processors.MessageNodeGroupSkipped, "in backoff after failed scale-up")
-	reasonMaxTotal    = processors.NewReason(processors.MessageNodeGroupSkipped, "max total nodes in cluster reached")
 	reasonNoTemplate  = processors.NewReason(processors.MessageNodeGroupSkipped, "no node template")
 	reasonMaxPerScale = processors.NewReason(processors.MessageNodeGroupSkipped, "max nodes per scale-up reached")
 )
@@ -49,10 +48,6 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 			}
 			prepared[i] = append(prepared[i], ep)
 		}
-	}
-	totalNodes := len(lc.Nodes)
-	for _, gs := range state.Groups {
-		totalNodes += gs.Upcoming
 	}
 
 	var options []expander.Option
@@ -94,12 +89,6 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 		if limit <= 0 {
 			skip(reasonMaxSize)
 			continue
-		}
-		if a.opts.MaxNodesTotal > 0 {
-			if limit = min(limit, a.opts.MaxNodesTotal-totalNodes); limit <= 0 {
-				skip(reasonMaxTotal)
-				continue
-			}
 		}
 		if a.opts.MaxNodesPerScaleUp > 0 {
 			limit = min(limit, a.opts.MaxNodesPerScaleUp)
@@ -154,22 +143,55 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 		return status
 	}
 	best := a.expander.BestOption(options)
-	gs := state.Group(best.NodeGroup.Id())
-	logger.Info("Scale-up", "nodeGroup", best.NodeGroup.Id(), "from", gs.Target, "to", gs.Target+best.NodeCount,
-		"max", gs.Max, "pods", len(best.Pods), "options", len(options))
-	if err := best.NodeGroup.IncreaseSize(best.NodeCount); err != nil {
-		a.registry.RegisterFailedScaleUp(best.NodeGroup.Id(), err, lc.Now)
-		status.Result = processors.ScaleUpError
-		status.Error = fmt.Errorf("increasing node group %s by %d: %w", best.NodeGroup.Id(), best.NodeCount, err)
+	increases := map[string]int{best.NodeGroup.Id(): best.NodeCount}
+	if a.opts.BalanceSimilarNodeGroups {
+		// The demand is the largest estimate among the similar groups: the best
+		// group's own estimate may be cut short by a limit the others do not share.
+		bestTemplate := lc.Templates[best.NodeGroup.Id()].Node
+		for i := range options {
+			if options[i].NodeCount > best.NodeCount && similar(bestTemplate, options[i].Template) {
+				best = &options[i]
+			}
+		}
+		increases = a.balance(ctx, lc, state, best.NodeGroup, best.NodeCount)
+	}
+	ids := make([]string, 0, len(increases))
+	for id := range increases {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		delta := increases[id]
+		if delta == 0 {
+			continue
+		}
+		gs := state.Group(id)
+		logger.Info("Scale-up", "nodeGroup", id, "from", gs.Target, "to", gs.Target+delta,
+			"max", gs.Max, "pods", len(best.Pods), "options", len(options))
+		if err := gs.Group.IncreaseSize(delta); err != nil {
+			a.registry.RegisterFailedScaleUp(id, err, lc.Now)
+			status.Result = processors.ScaleUpError
+			status.Error = fmt.Errorf("increasing node group %s by %d: %w", id, delta, err)
+			continue
+		}
+		a.registry.RegisterScaleUp(id, lc.Now)
+		if !a.opts.BalanceSimilarNodeGroups {
+			for _, l := range a.limiters {
+				l.Planned(ctx, lc, gs.Group, lc.Templates[id].Node, delta)
+			}
+		}
+		status.Increases = append(status.Increases, processors.GroupIncrease{Group: gs.Group, Current: gs.Target, New: gs.Target + delta, Max: gs.Max})
+	}
+	if len(status.Increases) == 0 {
+		if status.Result != processors.ScaleUpError {
+			status.Result = processors.ScaleUpNoOptionsAvailable
+		}
 		status.PodsRemainUnschedulable = info
 		return status
 	}
-	a.registry.RegisterScaleUp(best.NodeGroup.Id(), lc.Now)
-	for _, l := range a.limiters {
-		l.Planned(ctx, lc, best.NodeGroup, best.Template, best.NodeCount)
+	if status.Result != processors.ScaleUpError {
+		status.Result = processors.ScaleUpSuccessful
 	}
-	status.Result = processors.ScaleUpSuccessful
-	status.Increases = []processors.GroupIncrease{{Group: best.NodeGroup, Current: gs.Target, New: gs.Target + best.NodeCount, Max: gs.Max}}
 	status.PodsTriggeredScaleUp = best.Pods
 	helped := map[*corev1.Pod]bool{}
 	for _, p := range best.Pods {

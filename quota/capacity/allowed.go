@@ -32,9 +32,10 @@ func (e Exceeded) Reason() string {
 // counting registered and upcoming nodes. For each such quota and limited
 // resource, k is at most headroom / per-node amount (headroom floored at
 // zero; a resource the template does not have does not constrain). When
-// k < wanted, exceeded lists the binding quotas in name order, each with the
-// resources whose own bound is below wanted. The check does not allocate when
-// nothing binds.
+// k < wanted, exceeded lists the binding quotas in name order: those that stop
+// the (k+1)-th node, each with the resources whose own bound is exactly k. A
+// quota that would only stop a later node is not named: the reason must point at
+// what to raise first. The check does not allocate when nothing binds.
 func (s *Set) AllowedDelta(template *corev1.Node, wanted int) (int, []Exceeded) {
 	if wanted <= 0 {
 		return 0, nil
@@ -64,10 +65,11 @@ func (s *Set) AllowedDelta(template *corev1.Node, wanted int) (int, []Exceeded) 
 		return wanted, nil
 	}
 	var exceeded []Exceeded
+	next := k + 1
 	for _, li := range set.limits { // quotas in name order, resources sorted
 		l := &s.limits[li]
 		per := perNode[l.dim]
-		if per == 0 || l.headroom() >= resources.SaturatingMul(per, want) {
+		if per == 0 || l.headroom() >= resources.SaturatingMul(per, next) {
 			continue
 		}
 		name := s.quotas[l.quota].name

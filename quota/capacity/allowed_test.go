@@ -150,10 +150,17 @@ func TestAllowedDelta(t *testing.T) {
 		{name: "nothing wanted", template: template, wanted: 0, want: 0},
 		{
 			// a-cpu: (20-4)/4 = 4; b-memory: memory (64-16)/16 = 3, cpu (24-4)/4 = 5.
-			name: "the tightest quota decides; every binding quota is named", template: template, wanted: 10, want: 3,
+			// Only what stops the 4th node is named: b-memory's memory.
+			name: "the tightest quota decides and only it is named", template: template, wanted: 10, want: 3,
 			reasons: []string{
-				`exceeded quota: "CapacityQuota/a-cpu", resources: cpu`,
-				`exceeded quota: "CapacityQuota/b-memory", resources: cpu, memory`,
+				`exceeded quota: "CapacityQuota/b-memory", resources: memory`,
+			},
+		},
+		{
+			// a-cpu allows all 4 wanted; b-memory allows 3 and alone binds.
+			name: "a quota that would stop a later node is not named", template: template, wanted: 4, want: 3,
+			reasons: []string{
+				`exceeded quota: "CapacityQuota/b-memory", resources: memory`,
 			},
 		},
 		{

@@ -169,9 +169,10 @@ func TestPropertyAllowedDeltaIsTheLargestSafeCount(t *testing.T) {
 				}
 				if int64(k+1)*per > headroom {
 					violatedAtKPlusOne = true
-				}
-				if headroom/per < int64(wanted) {
-					binding[q.Name] = true
+					// Binding means stopping the (k+1)-th node.
+					if k < wanted {
+						binding[q.Name] = true
+					}
 				}
 			}
 		}

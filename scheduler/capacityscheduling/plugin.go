@@ -23,6 +23,7 @@ import (
 
 	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+	"github.com/quotascale/quotascale/internal/typedinformer"
 	"github.com/quotascale/quotascale/quota/elastic"
 	"github.com/quotascale/quotascale/quota/resources"
 )
@@ -31,6 +32,11 @@ import (
 const Name = "CapacityScheduling"
 
 const stateKey fwk.StateKey = Name
+
+var (
+	treesResource   = schedulingv1beta1.SchemeGroupVersion.WithResource("elasticquotatrees")
+	flavorsResource = kueuev1beta1.SchemeGroupVersion.WithResource("resourceflavors")
+)
 
 // Plugin is the CapacityScheduling plugin.
 type Plugin struct {
@@ -69,9 +75,9 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		handle: h,
 		args:   args,
 		cache:  newQuotaCache(podInformer.Lister()),
-		trees:  newTypedInformer[schedulingv1beta1.ElasticQuotaTree](dyn, treesResource, 0),
+		trees:  typedinformer.New[schedulingv1beta1.ElasticQuotaTree](dyn, treesResource, 0),
 	}
-	flavors := newTypedInformer[kueuev1beta1.ResourceFlavor](dyn, flavorsResource, 0)
+	flavors := typedinformer.New[kueuev1beta1.ResourceFlavor](dyn, flavorsResource, 0)
 	if err := p.registerHandlers(logger, podInformer.Informer(), flavors); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ func startAutoscaler(t *testing.T, ctx context.Context, kwokConfig string, tweak
 	opts.KwokState = "kube-system/" + cloud.stateName
 	opts.LeaderElect = false
 	opts.ScanInterval = time.Second
+	opts.VisibilityLogFile = filepath.Join(t.TempDir(), "visibility.log")
 	if tweak != nil {
 		tweak(&opts)
 	}

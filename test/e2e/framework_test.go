@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/quotascale/quotascale/localcluster"
 )
@@ -58,7 +59,13 @@ func createNamespace(t *testing.T, ctx context.Context, name string) string {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		_ = cluster.Client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		ctx := context.Background()
+		_ = cluster.Client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+		// The namespace controller takes a while; pending pods must not linger
+		// for the next test's autoscaler to act on. A terminating namespace
+		// refuses the controllers' replacements.
+		_ = cluster.Client.CoreV1().Pods(name).DeleteCollection(ctx,
+			metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
 	})
 	return name
 }
@@ -122,8 +129,13 @@ func waitFor(t *testing.T, ctx context.Context, what string, cond func(ctx conte
 	t.Helper()
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, pollInterval, pollTimeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
-		return last == nil, nil
+		err := cond(ctx)
+		if err != nil && (ctx.Err() != nil || strings.Contains(err.Error(), "would exceed context deadline")) {
+			// The poll's deadline cut the check short; keep the last real answer.
+			return false, nil
+		}
+		last = err
+		return err == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("waiting for %s: %v (last: %v)", what, err, last)

@@ -1,4 +1,6 @@
-package capacityscheduling
+// Package typedinformer watches custom resources through the dynamic client while
+// keeping typed objects in the informer's store, without generated clientsets.
+package typedinformer
 
 import (
 	"context"
@@ -11,21 +13,13 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
-
-	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
-	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 )
 
-var (
-	treesResource   = schedulingv1beta1.SchemeGroupVersion.WithResource("elasticquotatrees")
-	flavorsResource = kueuev1beta1.SchemeGroupVersion.WithResource("resourceflavors")
-)
-
-// newTypedInformer watches a custom resource through the dynamic client and keeps
+// New watches a custom resource through the dynamic client and keeps
 // typed objects in its store. The transform runs once per object as it arrives. An
 // object that does not convert (the CRD schema makes that unlikely) stays
 // unstructured; handlers skip what is not of their type rather than fail.
-func newTypedInformer[T any, PT interface {
+func New[T any, PT interface {
 	*T
 	runtime.Object
 }](client dynamic.Interface, gvr schema.GroupVersionResource, resync time.Duration) cache.SharedIndexInformer {

@@ -1,0 +1,249 @@
+// Package capacityquota caps scale-ups by CapacityQuota (autoscaling.x-k8s.io/
+// v1beta1): every proposed node group is checked against every valid quota whose
+// selector matches its template node, and against the autoscaler's cluster-wide
+// limits, merged in as the quota "cluster-wide". Usage is the registered matching
+// nodes' capacity plus every instance not yet registered (in backoff or past its
+// provisioning time alike, until it is gone) plus the nodes planned earlier in
+// the same loop, so that provisioning never overshoots a limit.
+package capacityquota
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
+	"github.com/quotascale/quotascale/cloudprovider"
+	"github.com/quotascale/quotascale/processors"
+	"github.com/quotascale/quotascale/quota/capacity"
+)
+
+// Lister lists the CapacityQuota objects.
+type Lister func() ([]*autoscalingv1beta1.CapacityQuota, error)
+
+// Options configure the processor.
+type Options struct {
+	// Enabled enforces CapacityQuota objects; the cluster-wide limits apply
+	// regardless, as upstream's --cores-total and friends always do.
+	Enabled bool
+	// ClusterWide are the --cores-total, --memory-total and --max-nodes-total
+	// maxima; nil when none.
+	ClusterWide autoscalingv1beta1.ResourceList
+	// ForbiddenSelectorKeys override the default forbidden node labels.
+	ForbiddenSelectorKeys []string
+	// EventInterval rate-limits the events on a quota that blocks a scale-up.
+	EventInterval time.Duration
+}
+
+// Processor is a ScaleUpLimiter and the source of the quotas' status and metrics.
+type Processor struct {
+	opts     Options
+	list     Lister
+	recorder record.EventRecorder
+	metrics  *Metrics
+
+	mu  sync.Mutex
+	set *capacity.Set
+	// built is false until the first loop has built the quotas, the cluster-wide
+	// one included.
+	built   bool
+	objects map[string]*autoscalingv1beta1.CapacityQuota
+	// versions are the resource versions the set was built from.
+	versions map[string]string
+	// unregistered and planned are per group in the current loop.
+	unregistered map[string]int
+	planned      map[string]int
+	lastEvent    map[string]time.Time
+}
+
+var _ processors.ScaleUpLimiter = &Processor{}
+
+// New builds a processor fed by the node informer's events and the quota lister.
+func New(opts Options, list Lister, nodes cache.SharedIndexInformer, recorder record.EventRecorder, metrics *Metrics) (*Processor, error) {
+	if opts.EventInterval == 0 {
+		opts.EventInterval = 5 * time.Minute
+	}
+	p := &Processor{
+		opts: opts, list: list, recorder: recorder, metrics: metrics,
+		set:       capacity.Build(nil, capacity.Options{ForbiddenSelectorKeys: opts.ForbiddenSelectorKeys}),
+		objects:   map[string]*autoscalingv1beta1.CapacityQuota{},
+		versions:  map[string]string{},
+		planned:   map[string]int{},
+		lastEvent: map[string]time.Time{},
+	}
+	if nodes == nil {
+		return p, nil
+	}
+	_, err := nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { p.onNode(obj, false) },
+		UpdateFunc: func(_, obj any) { p.onNode(obj, false) },
+		DeleteFunc: func(obj any) { p.onNode(obj, true) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node handler: %w", err)
+	}
+	return p, nil
+}
+
+func (p *Processor) onNode(obj any, deleted bool) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if deleted {
+		p.set.RemoveNode(node.Name)
+		return
+	}
+	p.set.UpdateNode(node)
+}
+
+// StartLoop rebuilds the quotas when an object changed and sets every group's
+// unregistered instances as upcoming.
+func (p *Processor) StartLoop(ctx context.Context, lc *processors.LoopContext) error {
+	quotas, err := p.list()
+	if err != nil {
+		return fmt.Errorf("listing CapacityQuotas: %w", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.opts.Enabled {
+		quotas = nil
+	}
+	if p.changed(quotas) {
+		all := append([]*autoscalingv1beta1.CapacityQuota(nil), quotas...)
+		if len(p.opts.ClusterWide) > 0 {
+			all = append(all, capacity.ClusterWide(p.opts.ClusterWide))
+		}
+		p.set = p.set.Rebuild(all, capacity.Options{ForbiddenSelectorKeys: p.opts.ForbiddenSelectorKeys})
+		p.built = true
+		p.objects = map[string]*autoscalingv1beta1.CapacityQuota{}
+		p.versions = map[string]string{}
+		for _, q := range quotas {
+			p.objects[q.Name] = q
+			p.versions[q.Name] = q.ResourceVersion
+		}
+		klog.FromContext(ctx).V(2).Info("CapacityQuotas changed", "quotas", len(quotas))
+	}
+	p.unregistered = lc.Unregistered
+	p.planned = map[string]int{}
+	for _, g := range lc.Groups {
+		p.setUpcomingLocked(g, lc.Templates[g.Id()])
+	}
+	p.metrics.observe(p.set.Status(), p.objects, p.opts.ClusterWide)
+	return nil
+}
+
+func (p *Processor) changed(quotas []*autoscalingv1beta1.CapacityQuota) bool {
+	if !p.built || len(quotas) != len(p.versions) {
+		return true
+	}
+	for _, q := range quotas {
+		if p.versions[q.Name] != q.ResourceVersion {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Processor) setUpcomingLocked(g cloudprovider.NodeGroup, template *cloudprovider.NodeInfo) {
+	if template == nil {
+		return
+	}
+	p.set.SetUpcoming(g.Id(), p.unregistered[g.Id()]+p.planned[g.Id()], template.Node)
+}
+
+// Headroom is how many of wanted new nodes of group every matching quota allows,
+// with CA's reason text for each quota that binds.
+func (p *Processor) Headroom(ctx context.Context, lc *processors.LoopContext, group cloudprovider.NodeGroup, template *corev1.Node, wanted int) (int, []processors.Reason) {
+	p.mu.Lock()
+	allowed, exceeded := p.set.AllowedDelta(template, wanted)
+	p.mu.Unlock()
+	if allowed >= wanted {
+		return allowed, nil
+	}
+	reasons := make([]processors.Reason, 0, len(exceeded))
+	for _, e := range exceeded {
+		reasons = append(reasons, processors.NewReason(processors.MessageNodeGroupSkipped, e.Reason()))
+		for _, r := range e.Resources {
+			p.metrics.blocked(e.Quota, string(r), group.Id())
+		}
+		p.eventOnQuota(ctx, lc.Now, e, group, allowed)
+	}
+	return allowed, reasons
+}
+
+// Planned counts nodes decided in this loop as upcoming, so the next group
+// checked in the loop sees them.
+func (p *Processor) Planned(_ context.Context, lc *processors.LoopContext, group cloudprovider.NodeGroup, _ *corev1.Node, count int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.planned[group.Id()] += count
+	p.setUpcomingLocked(group, lc.Templates[group.Id()])
+}
+
+// eventOnQuota tells the quota's readers, at most once per EventInterval per
+// quota and node group, that it blocked a scale-up.
+func (p *Processor) eventOnQuota(ctx context.Context, now time.Time, e capacity.Exceeded, group cloudprovider.NodeGroup, allowed int) {
+	obj := p.objects[e.Quota]
+	if obj == nil || p.recorder == nil {
+		return
+	}
+	key := e.Quota + "/" + group.Id()
+	if last, ok := p.lastEvent[key]; ok && now.Sub(last) < p.opts.EventInterval {
+		return
+	}
+	p.lastEvent[key] = now
+	ref := &corev1.ObjectReference{APIVersion: autoscalingv1beta1.SchemeGroupVersion.String(), Kind: "CapacityQuota", Name: obj.Name, UID: obj.UID}
+	p.recorder.Eventf(ref, corev1.EventTypeWarning, "ScaleUpBlocked",
+		"node group %s may grow by %d node(s) only: %s", group.Id(), allowed, e.Reason())
+	klog.FromContext(ctx).V(2).Info("CapacityQuota blocks a scale-up", "quota", e.Quota, "nodeGroup", group.Id(), "allowed", allowed)
+}
+
+// Statuses returns the status the autoscaler's leader writes on each quota
+// object, sorted by name.
+func (p *Processor) Statuses() []Status {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []Status
+	for _, s := range p.set.Status() {
+		obj := p.objects[s.Name]
+		if obj == nil {
+			continue // the cluster-wide quota has no object
+		}
+		out = append(out, Status{Object: obj, Quota: s})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Object.Name < out[j].Object.Name })
+	return out
+}
+
+// Status pairs a quota object with what the processor computed for it.
+type Status struct {
+	Object *autoscalingv1beta1.CapacityQuota
+	Quota  capacity.QuotaStatus
+}
+
+// ListerFrom adapts an informer store of typed CapacityQuotas.
+func ListerFrom(store cache.Store) Lister {
+	return func() ([]*autoscalingv1beta1.CapacityQuota, error) {
+		var out []*autoscalingv1beta1.CapacityQuota
+		for _, obj := range store.List() {
+			if q, ok := obj.(*autoscalingv1beta1.CapacityQuota); ok {
+				out = append(out, q)
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return out, nil
+	}
+}
