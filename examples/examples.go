@@ -26,6 +26,17 @@ var (
 	//go:embed nginx1.yaml nginx2.yaml nginx3.yaml nginx4.yaml
 	workloads embed.FS
 
+	// CapacityQuotaWorkload is seed 001's deployment: 16 pods of 500m cpu for the
+	// test compute class.
+	//
+	//go:embed capacityquota-workload.yaml
+	CapacityQuotaWorkload []byte
+
+	// NodeGroups are the kwok cloud's node groups for the demo.
+	//
+	//go:embed nodegroups.yaml
+	NodeGroups []byte
+
 	// ResourceFlavor is seed 000's spot flavor.
 	//
 	//go:embed resourceflavor.yaml

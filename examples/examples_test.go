@@ -32,6 +32,9 @@ func TestExamplesMatchAcceptanceData(t *testing.T) {
 			t.Errorf("%s differs from test/e2e/testdata/elastic-quota-tree/%s", name, name)
 		}
 	}
+	if !bytes.Equal(CapacityQuotaWorkload, read("capacity-quota", "workload.yaml")) {
+		t.Error("capacityquota-workload.yaml differs from test/e2e/testdata/capacity-quota/workload.yaml")
+	}
 	quotas := bytes.Join([][]byte{read("capacity-quota", "quota.yaml"), read("capacity-quota", "more-quotas.yaml")}, []byte("---\n"))
 	if !bytes.Equal(CapacityQuotas, quotas) {
 		t.Error("capacityquotas.yaml differs from quota.yaml + more-quotas.yaml in test/e2e/testdata/capacity-quota")

@@ -2,7 +2,9 @@
 // kube-apiserver, the deployment, replica set and namespace controllers, kwok and
 // the kube-scheduler. It prints a kubeconfig path and runs until interrupted.
 //
-// With --demo it also plays the product documents' scenarios (`make demo`).
+// With --node-group-config it also runs the cluster autoscaler with the kwok
+// provider, and the kwok cloud that provisions its nodes. With --demo it plays the
+// product documents' scenarios (`make demo`).
 package main
 
 import (
@@ -19,6 +21,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/examples"
 	"github.com/quotascale/quotascale/internal/demo"
 	"github.com/quotascale/quotascale/localcluster"
 )
@@ -36,7 +40,9 @@ func run() error {
 		nodeCPU    = flag.String("node-cpu", "4", "cpu capacity of each node")
 		nodeMemory = flag.String("node-memory", "16Gi", "memory capacity of each node")
 		nodeLabels = flag.String("node-labels", "", "labels of each node, as k1=v1,k2=v2")
-		runDemo    = flag.Bool("demo", false, "play the seed scenarios (implies --nodes=2 --node-cpu=56 --node-memory=224Gi unless set)")
+		runDemo    = flag.Bool("demo", false, "play the seed scenarios (implies --nodes=2 --node-cpu=56 --node-memory=224Gi and the example node groups unless set)")
+		nodeGroups = flag.String("node-group-config", "", "kwok cloud node groups (a file, or configmap:NAMESPACE/NAME): runs the cluster autoscaler and the kwok cloud behind it")
+		scan       = flag.Duration("scan-interval", 2*time.Second, "the autoscaler's --scan-interval")
 		logFile    = flag.String("log-file", "", "file for the control plane's logs (default: localcluster.log next to the kubeconfig)")
 	)
 	flag.Parse()
@@ -87,8 +93,35 @@ func run() error {
 	_, _ = logs.WriteTo(f)
 	localcluster.CaptureKlog(f)
 
+	if *runDemo && *nodeGroups == "" {
+		*nodeGroups = filepath.Join(cluster.Dir, "nodegroups.yaml")
+		if err := os.WriteFile(*nodeGroups, examples.NodeGroups, 0o644); err != nil {
+			return fmt.Errorf("writing the example node groups: %w", err)
+		}
+	}
+	env := demo.Env{Cluster: cluster, VisibilityLog: filepath.Join(cluster.Dir, "visibility.log")}
+	if *nodeGroups != "" {
+		opts := config.Defaults()
+		opts.CloudConfig = *nodeGroups
+		opts.LeaderElect = false
+		opts.ScanInterval = *scan
+		opts.Address = "127.0.0.1:0"
+		opts.VisibilityLogFile = env.VisibilityLog
+		a, stopAutoscaler, err := cluster.StartAutoscaler(ctx, opts)
+		if err != nil {
+			return err
+		}
+		defer stopAutoscaler()
+		addr, err := a.Serve(ctx, opts.Address)
+		if err != nil {
+			return err
+		}
+		env.Autoscaler = a
+		fmt.Printf("Cluster autoscaler running (kwok provider, node groups %s); metrics at http://%s/metrics, visibility log %s\n",
+			*nodeGroups, addr, env.VisibilityLog)
+	}
 	if *runDemo {
-		if err := demo.Run(ctx, cluster, os.Stdout); err != nil {
+		if err := demo.Run(ctx, env, os.Stdout); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+	"github.com/quotascale/quotascale/cluster-autoscaler/app"
 	"github.com/quotascale/quotascale/examples"
 	"github.com/quotascale/quotascale/localcluster"
 )
@@ -23,9 +24,19 @@ const (
 	NodeMemory = "224Gi"
 )
 
+// Env is what the demo plays on: the cluster, and the autoscaler running against
+// its kwok cloud with its visibility log.
+type Env struct {
+	Cluster       *localcluster.Cluster
+	Autoscaler    *app.Autoscaler
+	VisibilityLog string
+}
+
 // Run applies the seeds' manifests verbatim, prints them the way kubectl get does,
-// then plays seed 000's borrow-and-reclaim sequence.
-func Run(ctx context.Context, c *localcluster.Cluster, out io.Writer) error {
+// then plays seed 000's borrow-and-reclaim sequence and seed 001's quota-capped
+// scale-up.
+func Run(ctx context.Context, env Env, out io.Writer) error {
+	c := env.Cluster
 	section(out, "Applying seed 000's ElasticQuotaTree, its spot ResourceFlavor and seed 001's CapacityQuotas, unchanged")
 	for _, m := range [][]byte{examples.ElasticQuotaTree, examples.ResourceFlavor, examples.CapacityQuotas} {
 		objs, err := c.Apply(ctx, m)
@@ -49,7 +60,10 @@ func Run(ctx context.Context, c *localcluster.Cluster, out io.Writer) error {
 			return err
 		}
 	}
-	return playElasticQuotaTree(ctx, c, out)
+	if err := playElasticQuotaTree(ctx, c, out); err != nil {
+		return err
+	}
+	return playCapacityQuota(ctx, c, env.Autoscaler, env.VisibilityLog, out)
 }
 
 func printGet(ctx context.Context, c *localcluster.Cluster, out io.Writer, command, path string) error {
