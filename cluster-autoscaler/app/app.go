@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -21,8 +22,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/utils/ptr"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
 	"github.com/quotascale/quotascale/cloudprovider/kwok"
@@ -35,7 +41,9 @@ import (
 	"github.com/quotascale/quotascale/internal/typedinformer"
 	"github.com/quotascale/quotascale/processors"
 	"github.com/quotascale/quotascale/processors/capacityquota"
+	"github.com/quotascale/quotascale/processors/elasticquota"
 	"github.com/quotascale/quotascale/processors/status"
+	"github.com/quotascale/quotascale/scheduler/capacityscheduling"
 )
 
 // Component is the name events and leases are recorded under, as upstream.
@@ -88,12 +96,13 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
-	schedulerConfig, err := simulator.LoadSchedulerConfig(opts.SchedulerConfigFile)
+	schedulerConfig, err := simulationConfig(opts)
 	if err != nil {
 		return nil, err
 	}
 	fw, err := simulator.NewFramework(ctx, simulator.FrameworkOptions{
 		Config: schedulerConfig, Client: client, KubeConfig: restConfig, Informers: factory,
+		Registry: frameworkruntime.Registry{capacityscheduling.Name: capacityscheduling.New},
 	})
 	if err != nil {
 		return nil, err
@@ -120,16 +129,23 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	if err != nil {
 		return nil, err
 	}
+	var podListProcessors []processors.PodListProcessor
+	var treeInformer cache.SharedIndexInformer
+	if opts.ElasticQuotaEnabled {
+		treeInformer = typedinformer.New[schedulingv1beta1.ElasticQuotaTree](dyn, elasticquota.Resource, 0)
+		podListProcessors = append(podListProcessors, elasticquota.New(treeInformer.GetStore(), pods.Lister()))
+	}
 	deps := core.Deps{
-		Provider:         provider,
-		Nodes:            nodes.Lister(),
-		Pods:             pods.Lister(),
-		Framework:        fw,
-		Expander:         strategy,
-		Metrics:          m,
-		Limiters:         []processors.ScaleUpLimiter{quotas},
-		StatusProcessors: []processors.ScaleUpStatusProcessor{&status.EventProcessor{Recorder: recorder}, visibility},
-		AfterLoop:        []func(context.Context) error{(&capacityquota.StatusWriter{Client: dyn, Processor: quotas}).Write},
+		PodListProcessors: podListProcessors,
+		Provider:          provider,
+		Nodes:             nodes.Lister(),
+		Pods:              pods.Lister(),
+		Framework:         fw,
+		Expander:          strategy,
+		Metrics:           m,
+		Limiters:          []processors.ScaleUpLimiter{quotas},
+		StatusProcessors:  []processors.ScaleUpStatusProcessor{&status.EventProcessor{Recorder: recorder}, visibility},
+		AfterLoop:         []func(context.Context) error{(&capacityquota.StatusWriter{Client: dyn, Processor: quotas}).Write},
 	}
 	if opts.WriteStatusConfigMap {
 		deps.WriteStatus = func(ctx context.Context, s clusterstate.Status, now time.Time) error {
@@ -138,8 +154,13 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	}
 	a := &Autoscaler{Process: process, opts: opts, core: core.New(opts, deps), provider: provider}
 	go quotaInformer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), quotaInformer.HasSynced) {
-		return nil, fmt.Errorf("the CapacityQuota informer did not sync")
+	synced := []cache.InformerSynced{quotaInformer.HasSynced}
+	if treeInformer != nil {
+		go treeInformer.RunWithContext(ctx)
+		synced = append(synced, treeInformer.HasSynced)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil, fmt.Errorf("the CapacityQuota and ElasticQuotaTree informers did not sync")
 	}
 	for _, f := range []informers.SharedInformerFactory{factory, nsFactory} {
 		f.Start(ctx.Done())
@@ -227,4 +248,27 @@ func openVisibilityLog(ctx context.Context, path string) (*status.VisibilityLog,
 	}
 	go func() { <-ctx.Done(); _ = f.Close() }()
 	return status.NewVisibilityLog(f), nil
+}
+
+// simulationConfig is the scheduler configuration the scale-up simulation runs:
+// --scheduler-config-file, or the default profile plus CapacityScheduling when
+// elastic quota is on, so that a quota node's ResourceFlavor steers the
+// simulation to the node groups its pods may use. The plugin reports nothing from
+// here: the scheduler owns tree status and events.
+func simulationConfig(opts config.Options) (*schedulerapi.KubeSchedulerConfiguration, error) {
+	if opts.SchedulerConfigFile != "" || !opts.ElasticQuotaEnabled {
+		return simulator.LoadSchedulerConfig(opts.SchedulerConfigFile)
+	}
+	return simulator.DefaultSchedulerConfig(&configv1.KubeSchedulerConfiguration{
+		Profiles: []configv1.KubeSchedulerProfile{{
+			SchedulerName: ptr.To(corev1.DefaultSchedulerName),
+			Plugins: &configv1.Plugins{
+				MultiPoint: configv1.PluginSet{Enabled: []configv1.Plugin{{Name: capacityscheduling.Name}}},
+			},
+			PluginConfig: []configv1.PluginConfig{{
+				Name: capacityscheduling.Name,
+				Args: runtime.RawExtension{Raw: []byte(`{"writeStatus":false}`)},
+			}},
+		}},
+	})
 }

@@ -49,6 +49,9 @@ type Options struct {
 	KwokState string
 	// VisibilityLogFile receives the visibility log; empty means stdout.
 	VisibilityLogFile string
+	// ElasticQuotaEnabled admits pending pods against the ElasticQuotaTree before
+	// scale-up and runs the CapacityScheduling plugin in the simulation.
+	ElasticQuotaEnabled bool
 }
 
 // Defaults are upstream's defaults, except the expander: least-waste.
@@ -74,6 +77,7 @@ func Defaults() Options {
 		Address:                         ":8085",
 		StaleDataBound:                  time.Minute,
 		KwokState:                       "kube-system/quotascale-kwok-cloud",
+		ElasticQuotaEnabled:             true,
 	}
 }
 
@@ -104,6 +108,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.NodeGroupBackoffResetTimeout, "node-group-backoff-reset-timeout", o.NodeGroupBackoffResetTimeout, "Time without failures after which the backoff starts over.")
 	fs.StringVar(&o.Address, "address", o.Address, "Address serving /metrics and /health-check.")
 	fs.StringVar(&o.KwokState, "kwok-state-configmap", o.KwokState, "With --cloud-provider=kwok, the ConfigMap (NAMESPACE/NAME) where the kwok cloud keeps its instances.")
+	fs.BoolVar(&o.ElasticQuotaEnabled, "elastic-quota-enabled", o.ElasticQuotaEnabled, "Trigger no scale-up for pods their ElasticQuotaTree (scheduling.sigs.k8s.io/v1beta1) will not admit, and honour its ResourceFlavors in the simulation.")
 	fs.StringVar(&o.VisibilityLogFile, "visibility-log-file", o.VisibilityLogFile, "File the visibility log (one JSON decision per line) is appended to; empty means stdout.")
 	fs.DurationVar(&o.StaleDataBound, "max-stale-data", o.StaleDataBound, "Scale nothing while the cluster data is older than this, as during an API server outage.")
 }

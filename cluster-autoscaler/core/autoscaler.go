@@ -192,9 +192,13 @@ func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext,
 }
 
 // unschedulable reports whether the scheduler gave up on a pod for now and the
-// pod is old enough to act on.
+// pod is old enough to act on. A pod nominated to a node is waiting for the pods
+// its preemption (or reclaim) evicts: a new node would be bought for nothing.
 func (a *Autoscaler) unschedulable(p *corev1.Pod, now time.Time) bool {
 	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if p.Status.NominatedNodeName != "" {
 		return false
 	}
 	if now.Sub(p.CreationTimestamp.Time) < a.opts.NewPodScaleUpDelay {

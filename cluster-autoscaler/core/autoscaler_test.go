@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // TestRunOnceOnASnapshot: a loop on the benchmark's cluster grows exactly one
@@ -43,4 +44,24 @@ func targets(f *loopFixture) map[string]int {
 		out[g.id] = g.target
 	}
 	return out
+}
+
+// TestNominatedPodTriggersNothing: a pod nominated to a node waits for the pods
+// its preemption evicts; buying it a node would be waste.
+func TestNominatedPodTriggersNothing(t *testing.T) {
+	f := newLoopFixture(10, 30, 2, 1)
+	pods, _ := f.pods.List(labels.Everything())
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			p.Status.NominatedNodeName = "node-0000"
+		}
+	}
+	a := newTestAutoscaler(t, f)
+	before := targets(f)
+	if err := a.RunOnce(context.Background(), time.Unix(1000, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(before, targets(f)); diff != "" {
+		t.Errorf("a nominated pod grew a group (-before +after):\n%s", diff)
+	}
 }

@@ -22,6 +22,11 @@ type Args struct {
 	// chosen by quota rather than by node, so a few fitting nodes are enough.
 	// Default 100.
 	MinCandidateNodesAbsolute *int32 `json:"minCandidateNodesAbsolute,omitempty"`
+
+	// WriteStatus makes the elected replica write tree status, and the plugin
+	// record events on trees; default true. The autoscaler runs this plugin in its
+	// scale-up simulation with false: only the scheduler reports on trees.
+	WriteStatus *bool `json:"writeStatus,omitempty"`
 }
 
 const (
@@ -43,6 +48,10 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 	if args.MinCandidateNodesAbsolute == nil {
 		n := int32(defaultCandidateNodes)
 		args.MinCandidateNodesAbsolute = &n
+	}
+	if args.WriteStatus == nil {
+		t := true
+		args.WriteStatus = &t
 	}
 	if *args.MinCandidateNodesAbsolute <= 0 {
 		return args, fmt.Errorf("%s args: minCandidateNodesAbsolute must be positive, got %d", Name, *args.MinCandidateNodesAbsolute)

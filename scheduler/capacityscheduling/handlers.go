@@ -79,6 +79,9 @@ func (p *Plugin) syncTrees(logger klog.Logger) {
 	events := p.cache.syncTreesLocked(logger, trees)
 	p.cache.mu.Unlock()
 	recorder := p.handle.EventRecorder()
+	if !*p.args.WriteStatus || recorder == nil {
+		return
+	}
 	for _, e := range events {
 		ref := &corev1.ObjectReference{
 			APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "ElasticQuotaTree",

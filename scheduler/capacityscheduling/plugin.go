@@ -88,8 +88,10 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	executor := preemption.NewExecutor(h, feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
 	p.evaluator = preemption.NewEvaluator(Name, h, p, executor)
-	writer := &statusWriter{cache: p.cache, trees: p.trees.GetStore(), client: dyn, interval: args.StatusUpdateInterval.Duration}
-	go writer.run(klog.NewContext(ctx, logger), h.ClientSet())
+	if *args.WriteStatus {
+		writer := &statusWriter{cache: p.cache, trees: p.trees.GetStore(), client: dyn, interval: args.StatusUpdateInterval.Duration}
+		go writer.run(klog.NewContext(ctx, logger), h.ClientSet())
+	}
 	return p, nil
 }
 

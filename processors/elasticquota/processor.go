@@ -1,0 +1,168 @@
+// Package elasticquota keeps the autoscaler from buying nodes for pods their
+// ElasticQuotaTree will never admit. The scheduler marks such pods Unschedulable
+// like any other, and an autoscaler unaware of the tree would add nodes nobody can
+// use (kubernetes/autoscaler#9828). Every pending pod is admitted against the live
+// usage of the tree in force, with the same library the scheduler uses; the pods
+// of one loop are charged as they are admitted, so ten pending pods in a leaf with
+// room for two ask for capacity for two.
+package elasticquota
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+	"github.com/quotascale/quotascale/processors"
+	"github.com/quotascale/quotascale/quota/elastic"
+	"github.com/quotascale/quotascale/quota/resources"
+)
+
+// Resource is the ElasticQuotaTree resource.
+var Resource = schedulingv1beta1.SchemeGroupVersion.WithResource("elasticquotatrees")
+
+// Processor is a PodListProcessor.
+type Processor struct {
+	trees cache.Store
+	pods  corelisters.PodLister
+
+	mu sync.Mutex
+	// valid is the last valid tree object seen; it stays in force when a newer
+	// generation is invalid, as in the scheduler.
+	valid *schedulingv1beta1.ElasticQuotaTree
+	// seen is the generation last judged, so an invalid one is logged once.
+	seenUID types.UID
+	seenGen int64
+}
+
+var _ processors.PodListProcessor = &Processor{}
+
+// New builds a processor over the tree informer's store and the pod lister.
+func New(trees cache.Store, pods corelisters.PodLister) *Processor {
+	return &Processor{trees: trees, pods: pods}
+}
+
+// Process keeps the pods their quota admits and refuses the rest, with CA-style
+// reasons and the numbers behind them.
+func (p *Processor) Process(ctx context.Context, _ *processors.LoopContext, pending []*corev1.Pod) ([]*corev1.Pod, []processors.RefusedPod, error) {
+	tree, err := p.liveTree(ctx)
+	if err != nil || tree == nil {
+		return pending, nil, err
+	}
+	scratch := tree.Scratch()
+	// The pods a reclaim is making room for take their quota first: they are
+	// placed as soon as the victims are gone.
+	all, err := p.pods.List(labels.Everything())
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
+	}
+	for _, pod := range all {
+		if pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil {
+			scratch.Add(pod.Namespace, resources.PodRequests(pod))
+		}
+	}
+	ordered := append([]*corev1.Pod(nil), pending...)
+	sort.SliceStable(ordered, func(i, j int) bool { return admissionOrder(ordered[i], ordered[j]) })
+	var kept []*corev1.Pod
+	var refused []processors.RefusedPod
+	for _, pod := range ordered {
+		verdict := scratch.Add(pod.Namespace, resources.PodRequests(pod))
+		if verdict.Admitted() {
+			kept = append(kept, pod)
+			continue
+		}
+		refused = append(refused, processors.RefusedPod{Pod: pod, Reason: processors.Reason{
+			MessageID:  processors.MessagePodRefused,
+			Parameters: []string{verdict.Reason(), verdict.Message()},
+			Message:    verdict.Reason(),
+		}})
+	}
+	if len(refused) > 0 {
+		klog.FromContext(ctx).V(2).Info("Pods their ElasticQuotaTree will not admit trigger no scale-up", "refused", len(refused), "kept", len(kept))
+	}
+	return kept, refused, nil
+}
+
+// admissionOrder admits as the scheduler's queue would: higher priority first,
+// then older, then by name for determinism.
+func admissionOrder(a, b *corev1.Pod) bool {
+	pa, pb := priority(a), priority(b)
+	if pa != pb {
+		return pa > pb
+	}
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	if a.Namespace != b.Namespace {
+		return a.Namespace < b.Namespace
+	}
+	return a.Name < b.Name
+}
+
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority != nil {
+		return *p.Spec.Priority
+	}
+	return 0
+}
+
+// liveTree is the tree in force, charged with the pods bound right now. The tree
+// in force is chosen as the scheduler chooses it: the oldest tree in kube-system.
+func (p *Processor) liveTree(ctx context.Context) (*elastic.Tree, error) {
+	spec := p.treeInForce(ctx)
+	if spec == nil {
+		return nil, nil
+	}
+	tree, err := elastic.Build(spec)
+	if err != nil {
+		return nil, fmt.Errorf("building ElasticQuotaTree %s/%s: %w", spec.Namespace, spec.Name, err)
+	}
+	pods, err := p.pods.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" {
+			tree.AddPod(pod)
+		}
+	}
+	return tree, nil
+}
+
+func (p *Processor) treeInForce(ctx context.Context) *schedulingv1beta1.ElasticQuotaTree {
+	var oldest *schedulingv1beta1.ElasticQuotaTree
+	for _, obj := range p.trees.List() {
+		t, ok := obj.(*schedulingv1beta1.ElasticQuotaTree)
+		if !ok || t.Namespace != schedulingv1beta1.EnforcedNamespace {
+			continue
+		}
+		if oldest == nil || t.CreationTimestamp.Before(&oldest.CreationTimestamp) ||
+			(t.CreationTimestamp.Equal(&oldest.CreationTimestamp) && t.Name < oldest.Name) {
+			oldest = t
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if oldest == nil {
+		p.valid = nil
+		return nil
+	}
+	if oldest.UID != p.seenUID || oldest.Generation != p.seenGen {
+		p.seenUID, p.seenGen = oldest.UID, oldest.Generation
+		if _, err := elastic.Build(oldest); err != nil {
+			klog.FromContext(ctx).Info("ElasticQuotaTree generation is invalid; the last valid one stays in force",
+				"tree", klog.KObj(oldest), "generation", oldest.Generation, "err", err)
+		} else {
+			p.valid = oldest
+		}
+	}
+	return p.valid
+}
