@@ -6,19 +6,25 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/scale"
 	"k8s.io/kubernetes/pkg/controller/deployment"
+	"k8s.io/kubernetes/pkg/controller/disruption"
 	"k8s.io/kubernetes/pkg/controller/namespace"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
 )
 
 // startControllers runs the kube-controller-manager loops the scenarios depend on:
-// deployments create replica sets, replica sets create (and recreate) pods, and
+// deployments create replica sets, replica sets create (and recreate) pods,
 // deleting a namespace deletes what is in it, so tests can clean up after
-// themselves.
+// themselves, and the disruption controller keeps PodDisruptionBudgets' status,
+// which the Eviction API and the autoscaler's scale-down read.
 func startControllers(ctx context.Context, config *restclient.Config) error {
 	config = restclient.AddUserAgent(restclient.CopyConfig(config), "localcluster-controllers")
 	client, err := kubernetes.NewForConfig(config)
@@ -40,7 +46,16 @@ func startControllers(ctx context.Context, config *restclient.Config) error {
 	nsc := namespace.NewNamespaceController(ctx, client, metadataClient,
 		client.Discovery().ServerPreferredNamespacedResources,
 		factory.Core().V1().Namespaces(), 5*time.Minute, corev1.FinalizerKubernetes)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(client.Discovery()))
+	scaleClient, err := scale.NewForConfig(config, mapper, dynamic.LegacyAPIPathResolverFunc, scale.NewDiscoveryScaleKindResolver(client.Discovery()))
+	if err != nil {
+		return fmt.Errorf("scale client: %w", err)
+	}
+	disruptionCtrl := disruption.NewDisruptionController(ctx, factory.Core().V1().Pods(), factory.Policy().V1().PodDisruptionBudgets(),
+		factory.Core().V1().ReplicationControllers(), factory.Apps().V1().ReplicaSets(), factory.Apps().V1().Deployments(),
+		factory.Apps().V1().StatefulSets(), client, mapper, scaleClient, client.Discovery())
 	factory.Start(ctx.Done())
+	go disruptionCtrl.Run(ctx, 2)
 	go dc.Run(ctx, 2)
 	go rsc.Run(ctx, 2)
 	go nsc.Run(ctx, 2)

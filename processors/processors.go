@@ -126,3 +126,46 @@ type NoScaleUpInfo struct {
 	Rejected map[string][]Reason
 	Skipped  map[string][]Reason
 }
+
+// ScaleDownStatusProcessor reports the outcome of a loop's scale-down.
+type ScaleDownStatusProcessor interface {
+	ProcessScaleDown(ctx context.Context, lc *LoopContext, status *ScaleDownStatus)
+}
+
+// ScaleDownStatus is the account of a loop's scale-down.
+type ScaleDownStatus struct {
+	// Removed are the nodes deleted this loop.
+	Removed []NodeRemoval
+	// Failed are removals that did not complete; their node was restored.
+	Failed []FailedRemoval
+	// Unneeded counts, per node group, the nodes that are candidates for
+	// removal (waiting for the unneeded time, or removed this loop).
+	Unneeded map[string]int
+	// Kept explains why nodes that looked underutilized stay.
+	Kept []KeptNode
+}
+
+// NodeRemoval is a node deleted with the pods evicted from it.
+type NodeRemoval struct {
+	Node    *corev1.Node
+	GroupID string
+	Evicted []*corev1.Pod
+}
+
+// FailedRemoval is a removal that failed, and why.
+type FailedRemoval struct {
+	NodeRemoval
+	Err error
+}
+
+// KeptNode is a node that is not removed although it is underutilized.
+type KeptNode struct {
+	Node    *corev1.Node
+	GroupID string
+	Reason  Reason
+}
+
+// Scale-down message ids, in the visibility log's convention.
+const (
+	MessageNoScaleDownNode = "no.scale.down.node"
+)

@@ -37,6 +37,7 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/core"
 	"github.com/quotascale/quotascale/cluster-autoscaler/expander"
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
+	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
 	"github.com/quotascale/quotascale/internal/typedinformer"
 	"github.com/quotascale/quotascale/processors"
@@ -131,10 +132,14 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	}
 	var podListProcessors []processors.PodListProcessor
 	var treeInformer cache.SharedIndexInformer
+	var rootMin func() corev1.ResourceList
 	if opts.ElasticQuotaEnabled {
 		treeInformer = typedinformer.New[schedulingv1beta1.ElasticQuotaTree](dyn, elasticquota.Resource, 0)
-		podListProcessors = append(podListProcessors, elasticquota.New(treeInformer.GetStore(), pods.Lister()))
+		trees := elasticquota.New(treeInformer.GetStore(), pods.Lister())
+		podListProcessors = append(podListProcessors, trees)
+		rootMin = trees.RootMin
 	}
+	events := &status.EventProcessor{Recorder: recorder}
 	deps := core.Deps{
 		PodListProcessors: podListProcessors,
 		Provider:          provider,
@@ -144,8 +149,26 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		Expander:          strategy,
 		Metrics:           m,
 		Limiters:          []processors.ScaleUpLimiter{quotas},
-		StatusProcessors:  []processors.ScaleUpStatusProcessor{&status.EventProcessor{Recorder: recorder}, visibility},
+		StatusProcessors:  []processors.ScaleUpStatusProcessor{events, visibility},
 		AfterLoop:         []func(context.Context) error{(&capacityquota.StatusWriter{Client: dyn, Processor: quotas}).Write},
+		ScaleDownPlanner: scaledown.NewPlanner(scaledown.Options{
+			Enabled:                   opts.ScaleDownEnabled,
+			UtilizationThreshold:      opts.ScaleDownUtilizationThreshold,
+			UnneededTime:              opts.ScaleDownUnneededTime,
+			DelayAfterAdd:             opts.ScaleDownDelayAfterAdd,
+			DelayAfterFailure:         opts.ScaleDownDelayAfterFailure,
+			MaxEmptyBulkDelete:        opts.MaxEmptyBulkDelete,
+			MaxGracefulTermination:    time.Duration(opts.MaxGracefulTerminationSec) * time.Second,
+			SkipNodesWithLocalStorage: opts.SkipNodesWithLocalStorage,
+			SkipNodesWithSystemPods:   opts.SkipNodesWithSystemPods,
+			MinCores:                  opts.MinCoresTotal,
+			MinMemory:                 opts.MinMemoryTotal,
+		}, fw),
+		ScaleDownActuator: &scaledown.Actuator{Client: client, Provider: provider,
+			MaxGracefulTermination: time.Duration(opts.MaxGracefulTerminationSec) * time.Second},
+		ScaleDownStatusProcessors: []processors.ScaleDownStatusProcessor{events, visibility},
+		PDBs:                      factory.Policy().V1().PodDisruptionBudgets().Lister(),
+		RootMin:                   rootMin,
 	}
 	if opts.WriteStatusConfigMap {
 		deps.WriteStatus = func(ctx context.Context, s clusterstate.Status, now time.Time) error {

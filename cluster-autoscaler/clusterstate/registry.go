@@ -179,6 +179,17 @@ func (r *Registry) RegisterFailedScaleUp(groupID string, err error, now time.Tim
 // RegisterScaleUp records a successful increase.
 func (r *Registry) RegisterScaleUp(groupID string, now time.Time) { r.lastScaleUp[groupID] = now }
 
+// LastScaleUp is when any group was last increased.
+func (r *Registry) LastScaleUp() time.Time {
+	var last time.Time
+	for _, t := range r.lastScaleUp {
+		if t.After(last) {
+			last = t
+		}
+	}
+	return last
+}
+
 // BackedOff reports whether a group is backed off at now, and why.
 func (r *Registry) BackedOff(groupID string, now time.Time) (bool, cloudprovider.InstanceErrorInfo) {
 	b := r.backoffs[groupID]

@@ -49,6 +49,16 @@ type Options struct {
 	KwokState string
 	// VisibilityLogFile receives the visibility log; empty means stdout.
 	VisibilityLogFile string
+	// Scale-down, as upstream's flags of the same names.
+	ScaleDownEnabled              bool
+	ScaleDownUtilizationThreshold float64
+	ScaleDownUnneededTime         time.Duration
+	ScaleDownDelayAfterAdd        time.Duration
+	ScaleDownDelayAfterFailure    time.Duration
+	MaxEmptyBulkDelete            int
+	MaxGracefulTerminationSec     int
+	SkipNodesWithLocalStorage     bool
+	SkipNodesWithSystemPods       bool
 	// ElasticQuotaEnabled admits pending pods against the ElasticQuotaTree before
 	// scale-up and runs the CapacityScheduling plugin in the simulation.
 	ElasticQuotaEnabled bool
@@ -78,6 +88,15 @@ func Defaults() Options {
 		StaleDataBound:                  time.Minute,
 		KwokState:                       "kube-system/quotascale-kwok-cloud",
 		ElasticQuotaEnabled:             true,
+		ScaleDownEnabled:                true,
+		ScaleDownUtilizationThreshold:   0.5,
+		ScaleDownUnneededTime:           10 * time.Minute,
+		ScaleDownDelayAfterAdd:          10 * time.Minute,
+		ScaleDownDelayAfterFailure:      3 * time.Minute,
+		MaxEmptyBulkDelete:              10,
+		MaxGracefulTerminationSec:       600,
+		SkipNodesWithLocalStorage:       true,
+		SkipNodesWithSystemPods:         true,
 	}
 }
 
@@ -108,6 +127,15 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.NodeGroupBackoffResetTimeout, "node-group-backoff-reset-timeout", o.NodeGroupBackoffResetTimeout, "Time without failures after which the backoff starts over.")
 	fs.StringVar(&o.Address, "address", o.Address, "Address serving /metrics and /health-check.")
 	fs.StringVar(&o.KwokState, "kwok-state-configmap", o.KwokState, "With --cloud-provider=kwok, the ConfigMap (NAMESPACE/NAME) where the kwok cloud keeps its instances.")
+	fs.BoolVar(&o.ScaleDownEnabled, "scale-down-enabled", o.ScaleDownEnabled, "Remove nodes that are unneeded.")
+	fs.Float64Var(&o.ScaleDownUtilizationThreshold, "scale-down-utilization-threshold", o.ScaleDownUtilizationThreshold, "A node is unneeded when the cpu and memory its pods request are below this fraction of its allocatable.")
+	fs.DurationVar(&o.ScaleDownUnneededTime, "scale-down-unneeded-time", o.ScaleDownUnneededTime, "How long a node must be unneeded before it is removed.")
+	fs.DurationVar(&o.ScaleDownDelayAfterAdd, "scale-down-delay-after-add", o.ScaleDownDelayAfterAdd, "How long after a scale-up scale-down resumes.")
+	fs.DurationVar(&o.ScaleDownDelayAfterFailure, "scale-down-delay-after-failure", o.ScaleDownDelayAfterFailure, "How long after a failed removal scale-down resumes.")
+	fs.IntVar(&o.MaxEmptyBulkDelete, "max-empty-bulk-delete", o.MaxEmptyBulkDelete, "Maximum number of empty nodes removed at once.")
+	fs.IntVar(&o.MaxGracefulTerminationSec, "max-graceful-termination-sec", o.MaxGracefulTerminationSec, "Longest time a drain waits for a pod to terminate, in seconds.")
+	fs.BoolVar(&o.SkipNodesWithLocalStorage, "skip-nodes-with-local-storage", o.SkipNodesWithLocalStorage, "Never remove nodes with pods using emptyDir or hostPath storage.")
+	fs.BoolVar(&o.SkipNodesWithSystemPods, "skip-nodes-with-system-pods", o.SkipNodesWithSystemPods, "Never remove nodes with kube-system pods that no PodDisruptionBudget covers.")
 	fs.BoolVar(&o.ElasticQuotaEnabled, "elastic-quota-enabled", o.ElasticQuotaEnabled, "Trigger no scale-up for pods their ElasticQuotaTree (scheduling.sigs.k8s.io/v1beta1) will not admit, and honour its ResourceFlavors in the simulation.")
 	fs.StringVar(&o.VisibilityLogFile, "visibility-log-file", o.VisibilityLogFile, "File the visibility log (one JSON decision per line) is appended to; empty means stdout.")
 	fs.DurationVar(&o.StaleDataBound, "max-stale-data", o.StaleDataBound, "Scale nothing while the cluster data is older than this, as during an API server outage.")
@@ -131,6 +159,13 @@ func (o *Options) Validate() error {
 	if o.InitialNodeGroupBackoffDuration <= 0 || o.MaxNodeGroupBackoffDuration < o.InitialNodeGroupBackoffDuration {
 		problems = append(problems, fmt.Sprintf("--initial-node-group-backoff-duration (%s) must be positive and at most --max-node-group-backoff-duration (%s)",
 			o.InitialNodeGroupBackoffDuration, o.MaxNodeGroupBackoffDuration))
+	}
+	if o.ScaleDownUtilizationThreshold < 0 || o.ScaleDownUtilizationThreshold > 1 {
+		problems = append(problems, fmt.Sprintf("--scale-down-utilization-threshold must be between 0 and 1, got %g", o.ScaleDownUtilizationThreshold))
+	}
+	if o.MaxEmptyBulkDelete < 0 || o.MaxGracefulTerminationSec < 0 {
+		problems = append(problems, fmt.Sprintf("--max-empty-bulk-delete (%d) and --max-graceful-termination-sec (%d) must not be negative",
+			o.MaxEmptyBulkDelete, o.MaxGracefulTerminationSec))
 	}
 	if o.StaleDataBound <= 0 {
 		problems = append(problems, fmt.Sprintf("--max-stale-data must be positive, got %s", o.StaleDataBound))

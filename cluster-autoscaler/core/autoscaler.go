@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
@@ -18,6 +19,7 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/cluster-autoscaler/expander"
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
+	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
 	"github.com/quotascale/quotascale/processors"
 )
@@ -37,6 +39,15 @@ type Deps struct {
 	WriteStatus func(ctx context.Context, status clusterstate.Status, now time.Time) error
 	// AfterLoop run at the end of every loop, e.g. to write CapacityQuota status.
 	AfterLoop []func(ctx context.Context) error
+
+	// Scale-down; a nil planner turns it off.
+	ScaleDownPlanner          *scaledown.Planner
+	ScaleDownActuator         *scaledown.Actuator
+	ScaleDownStatusProcessors []processors.ScaleDownStatusProcessor
+	PDBs                      policylisters.PodDisruptionBudgetLister
+	// RootMin returns the ElasticQuotaTree root's min, which scale-down keeps
+	// allocatable for; nil without a tree.
+	RootMin func() corev1.ResourceList
 }
 
 // Autoscaler runs one loop at a time.
@@ -46,6 +57,8 @@ type Autoscaler struct {
 	registry *clusterstate.Registry
 	limiters []processors.ScaleUpLimiter
 	expander expander.Strategy
+	// lastScaleDownFailure starts --scale-down-delay-after-failure.
+	lastScaleDownFailure time.Time
 }
 
 // New builds an autoscaler.
@@ -146,8 +159,12 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 		a.Metrics.FailedScaleUps.WithLabelValues("cloudProviderError").Inc()
 		logger.Error(status.Error, "Scale-up failed")
 	}
+	unneeded, err := a.scaleDown(ctx, lc, state, bound, status.Result == processors.ScaleUpSuccessful)
+	if err != nil {
+		logger.Error(err, "Scale-down")
+	}
 	if a.WriteStatus != nil {
-		if err := a.WriteStatus(ctx, a.registry.Status(nil), now); err != nil {
+		if err := a.WriteStatus(ctx, a.registry.Status(unneeded), now); err != nil {
 			logger.Error(err, "Writing the status ConfigMap")
 		}
 	}

@@ -28,6 +28,11 @@ type Metrics struct {
 	NodesCount      *prometheus.GaugeVec
 	// LastActivity is upstream's last_activity, per activity.
 	LastActivity *prometheus.GaugeVec
+	// ScaledDownNodes, FailedScaleDowns and UnneededNodes are upstream's
+	// scaled_down_nodes_total, failed_scale_downs_total and unneeded_nodes_count.
+	ScaledDownNodes  prometheus.Counter
+	FailedScaleDowns prometheus.Counter
+	UnneededNodes    prometheus.Gauge
 }
 
 // New registers every metric on a fresh registry, with the Go and process
@@ -68,8 +73,20 @@ func New() *Metrics {
 			Namespace: "cluster_autoscaler", Name: "last_activity",
 			Help: "Last time an activity happened, as a Unix timestamp.",
 		}, []string{"activity"}),
+		ScaledDownNodes: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "cluster_autoscaler", Name: "scaled_down_nodes_total",
+			Help: "Number of nodes removed by the autoscaler.",
+		}),
+		FailedScaleDowns: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "cluster_autoscaler", Name: "failed_scale_downs_total",
+			Help: "Number of node removals that failed and were rolled back.",
+		}),
+		UnneededNodes: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "cluster_autoscaler", Name: "unneeded_nodes_count",
+			Help: "Number of nodes currently unneeded and candidates for removal.",
+		}),
 	}
-	m.Registry.MustRegister(
+	m.Registry.MustRegister(m.ScaledDownNodes, m.FailedScaleDowns, m.UnneededNodes,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.LoopDuration, m.UnschedulablePods, m.ScaledUpNodes, m.FailedScaleUps,

@@ -166,3 +166,13 @@ func (p *Processor) treeInForce(ctx context.Context) *schedulingv1beta1.ElasticQ
 	}
 	return p.valid
 }
+
+// RootMin is the min of the root of the tree in force, which scale-down keeps
+// allocatable for; nil without a tree.
+func (p *Processor) RootMin() corev1.ResourceList {
+	spec := p.treeInForce(context.Background())
+	if spec == nil {
+		return nil
+	}
+	return spec.Spec.Root.Min.DeepCopy()
+}

@@ -26,7 +26,10 @@ type EventProcessor struct {
 	Recorder record.EventRecorder
 }
 
-var _ processors.ScaleUpStatusProcessor = &EventProcessor{}
+var (
+	_ processors.ScaleUpStatusProcessor   = &EventProcessor{}
+	_ processors.ScaleDownStatusProcessor = &EventProcessor{}
+)
 
 // Process records the events of one loop.
 func (e *EventProcessor) Process(_ context.Context, _ *processors.LoopContext, s *processors.ScaleUpStatus) {
@@ -95,4 +98,46 @@ func NoScaleUpMessage(info processors.NoScaleUpInfo) string {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[r], r))
 	}
 	return "pod didn't trigger scale-up: " + strings.Join(parts, ", ")
+}
+
+// Scale-down events on nodes, as upstream names them.
+const (
+	EventScaleDown       = "ScaleDown"
+	EventScaleDownFailed = "ScaleDownFailed"
+	EventNoScaleDown     = "NoScaleDown"
+)
+
+// ProcessScaleDown records events on the nodes removed, the nodes whose removal
+// failed, and the nodes kept by a limit (group min size, cluster minimums, the
+// ElasticQuotaTree's root min) rather than by their pods.
+func (e *EventProcessor) ProcessScaleDown(_ context.Context, _ *processors.LoopContext, s *processors.ScaleDownStatus) {
+	for _, r := range s.Removed {
+		e.Recorder.Eventf(r.Node, corev1.EventTypeNormal, EventScaleDown, "node removed by cluster autoscaler, %d pod(s) evicted", len(r.Evicted))
+		for _, p := range r.Evicted {
+			e.Recorder.Eventf(p, corev1.EventTypeNormal, EventScaleDown, "deleting pod for node scale down (node %s)", r.Node.Name)
+		}
+	}
+	for _, f := range s.Failed {
+		e.Recorder.Eventf(f.Node, corev1.EventTypeWarning, EventScaleDownFailed, "node removal failed and was rolled back: %v", f.Err)
+	}
+	for _, k := range s.Kept {
+		if limitReasons[lastSegment(k.Reason.MessageID)] {
+			e.Recorder.Event(k.Node, corev1.EventTypeNormal, EventNoScaleDown, "node is unneeded but kept: "+k.Reason.Message)
+		}
+	}
+}
+
+var limitReasons = map[string]bool{
+	"NodeGroupMinSizeReached":      true,
+	"MinimalResourceLimitExceeded": true,
+	"ElasticQuotaTreeRootMin":      true,
+}
+
+func lastSegment(id string) string {
+	for i := len(id) - 1; i >= 0; i-- {
+		if id[i] == '.' {
+			return id[i+1:]
+		}
+	}
+	return id
 }

@@ -30,7 +30,10 @@ type VisibilityLog struct {
 // NewVisibilityLog writes entries to out.
 func NewVisibilityLog(out io.Writer) *VisibilityLog { return &VisibilityLog{out: out} }
 
-var _ processors.ScaleUpStatusProcessor = &VisibilityLog{}
+var (
+	_ processors.ScaleUpStatusProcessor   = &VisibilityLog{}
+	_ processors.ScaleDownStatusProcessor = &VisibilityLog{}
+)
 
 // Entry is one line of the visibility log.
 type Entry struct {
@@ -40,9 +43,29 @@ type Entry struct {
 	NoDecisionStatus *NoDecisionStatus `json:"noDecisionStatus,omitempty"`
 }
 
-// Decision is a scale-up the autoscaler made.
+// Decision is a scale-up or scale-down the autoscaler made.
 type Decision struct {
-	ScaleUp *ScaleUpDecision `json:"scaleUp"`
+	ScaleUp   *ScaleUpDecision   `json:"scaleUp,omitempty"`
+	ScaleDown *ScaleDownDecision `json:"scaleDown,omitempty"`
+}
+
+// ScaleDownDecision lists the nodes removed.
+type ScaleDownDecision struct {
+	NodesToBeRemoved []NodeToBeRemoved `json:"nodesToBeRemoved"`
+}
+
+// NodeToBeRemoved is a node with the pods evicted from it.
+type NodeToBeRemoved struct {
+	Node        NodeRef  `json:"node"`
+	EvictedPods []PodRef `json:"evictedPods,omitempty"`
+	// Error is set when the removal failed and was rolled back.
+	Error string `json:"error,omitempty"`
+}
+
+// NodeRef names a node and its group.
+type NodeRef struct {
+	Name      string `json:"name"`
+	NodeGroup string `json:"nodeGroup"`
 }
 
 // ScaleUpDecision lists the groups increased and the pods they are for.
@@ -61,9 +84,22 @@ type IncreasedNodeGroup struct {
 	Max            int          `json:"max"`
 }
 
-// NoDecisionStatus explains a loop that left pods pending.
+// NoDecisionStatus explains a loop that left pods pending, or nodes that look
+// unneeded but stay.
 type NoDecisionStatus struct {
-	NoScaleUp *NoScaleUp `json:"noScaleUp"`
+	NoScaleUp   *NoScaleUp   `json:"noScaleUp,omitempty"`
+	NoScaleDown *NoScaleDown `json:"noScaleDown,omitempty"`
+}
+
+// NoScaleDown lists underutilized nodes that are kept, each with why.
+type NoScaleDown struct {
+	Nodes []KeptNode `json:"nodes"`
+}
+
+// KeptNode is an underutilized node that stays.
+type KeptNode struct {
+	Node   NodeRef `json:"node"`
+	Reason Reason  `json:"reason"`
 }
 
 // NoScaleUp lists the node groups skipped for every pod group (with why), and
@@ -122,6 +158,43 @@ type Reason struct {
 	Parameters []string `json:"parameters"`
 }
 
+// ProcessScaleDown writes a scaleDown entry for the nodes removed (or whose
+// removal failed) and a noScaleDown entry for the nodes kept.
+func (v *VisibilityLog) ProcessScaleDown(ctx context.Context, lc *processors.LoopContext, s *processors.ScaleDownStatus) {
+	var entries []Entry
+	if len(s.Removed) > 0 || len(s.Failed) > 0 {
+		d := &ScaleDownDecision{}
+		for _, r := range s.Removed {
+			d.NodesToBeRemoved = append(d.NodesToBeRemoved, nodeToBeRemoved(r, ""))
+		}
+		for _, f := range s.Failed {
+			d.NodesToBeRemoved = append(d.NodesToBeRemoved, nodeToBeRemoved(f.NodeRemoval, f.Err.Error()))
+		}
+		entries = append(entries, Entry{Time: lc.Now.UTC(), Logger: VisibilityLogger, Decision: &Decision{ScaleDown: d}})
+	}
+	if len(s.Kept) > 0 {
+		n := &NoScaleDown{}
+		for _, k := range s.Kept {
+			n.Nodes = append(n.Nodes, KeptNode{Node: NodeRef{Name: k.Node.Name, NodeGroup: k.GroupID},
+				Reason: Reason{MessageID: k.Reason.MessageID, Parameters: k.Reason.Parameters}})
+		}
+		sort.Slice(n.Nodes, func(i, j int) bool { return n.Nodes[i].Node.Name < n.Nodes[j].Node.Name })
+		entries = append(entries, Entry{Time: lc.Now.UTC(), Logger: VisibilityLogger, NoDecisionStatus: &NoDecisionStatus{NoScaleDown: n}})
+	}
+	v.write(ctx, entries)
+}
+
+func nodeToBeRemoved(r processors.NodeRemoval, errText string) NodeToBeRemoved {
+	n := NodeToBeRemoved{Node: NodeRef{Name: r.Node.Name, NodeGroup: r.GroupID}, Error: errText}
+	for i, p := range r.Evicted {
+		if i == maxPodsListed {
+			break
+		}
+		n.EvictedPods = append(n.EvictedPods, podRef(p))
+	}
+	return n
+}
+
 // maxPodsListed bounds the triggering pods an entry lists, as the count says the
 // rest.
 const maxPodsListed = 25
@@ -147,6 +220,10 @@ func (v *VisibilityLog) Process(ctx context.Context, lc *processors.LoopContext,
 	if len(s.PodsRemainUnschedulable) > 0 || len(s.Refused) > 0 {
 		entries = append(entries, Entry{Time: lc.Now.UTC(), Logger: VisibilityLogger, NoDecisionStatus: &NoDecisionStatus{NoScaleUp: noScaleUp(lc, s)}})
 	}
+	v.write(ctx, entries)
+}
+
+func (v *VisibilityLog) write(ctx context.Context, entries []Entry) {
 	if len(entries) == 0 {
 		return
 	}

@@ -127,6 +127,14 @@ func (t *Tree) RemovePod(uid types.UID) bool {
 // PodCount is the number of pods tracked, counted or not.
 func (t *Tree) PodCount() int { return len(t.pods.slotOf) }
 
+// Tracks reports whether a pod is tracked (charged, when its namespace is
+// governed). Moving a tracked pod to another node changes no usage, which is how
+// a scale-down simulation asks the scheduler's plugin about it.
+func (t *Tree) Tracks(uid types.UID) bool {
+	_, ok := t.pods.slotOf[uid]
+	return ok
+}
+
 // Used is the usage of the named node: every resource the node names plus any
 // resource it uses.
 func (t *Tree) Used(name string) (corev1.ResourceList, bool) {

@@ -197,3 +197,19 @@ func TestScratchAdmitsPendingPodsOneByOne(t *testing.T) {
 		t.Error("ungoverned namespace refused")
 	}
 }
+
+func TestTracks(t *testing.T) {
+	tree := mustBuild(t, flatTree("cpu", "8", [3]string{"team-a", "4", "8"}))
+	pod := pod("pod-1", "team-a", list("cpu", "1"))
+	if tree.Tracks(pod.UID) {
+		t.Fatal("tracks a pod never added")
+	}
+	tree.AddPod(pod)
+	if !tree.Tracks(pod.UID) {
+		t.Fatal("does not track an added pod")
+	}
+	tree.RemovePod(pod.UID)
+	if tree.Tracks(pod.UID) {
+		t.Fatal("tracks a removed pod")
+	}
+}

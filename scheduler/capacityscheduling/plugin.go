@@ -137,7 +137,16 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		p.cache.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Unschedulable, "quota usage is being rebuilt from the assigned pods")
 	}
-	verdict := p.cache.admitLocked(pod, requests)
+	var verdict elastic.Verdict
+	if tree.Tracks(pod.UID) {
+		// A pod already charged is being moved, in the autoscaler's scale-down
+		// simulation: its quota does not change, only its node. (The scheduler
+		// itself never sees a charged pod again: Reserve charges it on its way
+		// to being bound.)
+		verdict = elastic.Verdict{Leaf: leaf.Name()}
+	} else {
+		verdict = p.cache.admitLocked(pod, requests)
+	}
 	flavor := leaf.ResourceFlavor()
 	flavorLabels, flavorFound := p.cache.flavors[flavor]
 	p.cache.mu.Unlock()

@@ -1,0 +1,112 @@
+package scaledown
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Annotations and taint shared with upstream, so existing workloads keep their
+// meaning.
+const (
+	SafeToEvictAnnotation       = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+	ScaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+	ToBeDeletedTaint            = "ToBeDeletedByClusterAutoscaler"
+)
+
+// podKind sorts a node's pods: some are ignored, some block the node's removal,
+// the rest must move.
+type podKind int
+
+const (
+	podMoves podKind = iota
+	podIgnored
+	podBlocks
+)
+
+// Reasons a pod keeps its node, as upstream names them.
+const (
+	reasonNotSafeToEvict   = "NotSafeToEvictAnnotation"
+	reasonNotReplicated    = "NotReplicated"
+	reasonLocalStorage     = "LocalStorageRequested"
+	reasonSystemPod        = "UnmovableKubeSystemPod"
+	reasonPDB              = "NotEnoughPdb"
+	reasonNoPlace          = "NoPlaceToMovePods"
+	reasonMinSize          = "NodeGroupMinSizeReached"
+	reasonMinResources     = "MinimalResourceLimitExceeded"
+	reasonRootMin          = "ElasticQuotaTreeRootMin"
+	reasonScaleDownOff     = "ScaleDownDisabledAnnotation"
+	reasonNotUnderutilized = "NotUnderutilized"
+)
+
+// classify decides what a pod means for its node's removal.
+func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, opts Options) (podKind, string) {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil {
+		return podIgnored, ""
+	}
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return podIgnored, ""
+	}
+	ctrl := metav1.GetControllerOf(pod)
+	if ctrl != nil && ctrl.Kind == "DaemonSet" {
+		return podIgnored, ""
+	}
+	if pdb := blockingPDB(pod, pdbs); pdb != nil {
+		return podBlocks, reasonPDB
+	}
+	switch pod.Annotations[SafeToEvictAnnotation] {
+	case "true":
+		return podMoves, ""
+	case "false":
+		return podBlocks, reasonNotSafeToEvict
+	}
+	if ctrl == nil {
+		return podBlocks, reasonNotReplicated
+	}
+	if opts.SkipNodesWithLocalStorage && hasLocalStorage(pod) {
+		return podBlocks, reasonLocalStorage
+	}
+	if opts.SkipNodesWithSystemPods && pod.Namespace == metav1.NamespaceSystem && !coveredByPDB(pod, pdbs) {
+		return podBlocks, reasonSystemPod
+	}
+	return podMoves, ""
+}
+
+func hasLocalStorage(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.HostPath != nil || (v.EmptyDir != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory) {
+			return true
+		}
+	}
+	return false
+}
+
+// blockingPDB is a budget covering pod that allows no more disruptions.
+func blockingPDB(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) *policyv1.PodDisruptionBudget {
+	for _, pdb := range matchingPDBs(pod, pdbs) {
+		if pdb.Status.DisruptionsAllowed < 1 {
+			return pdb
+		}
+	}
+	return nil
+}
+
+func coveredByPDB(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) bool {
+	return len(matchingPDBs(pod, pdbs)) > 0
+}
+
+func matchingPDBs(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget) []*policyv1.PodDisruptionBudget {
+	var out []*policyv1.PodDisruptionBudget
+	for _, pdb := range pdbs {
+		if pdb.Namespace != pod.Namespace {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil || sel.Empty() || !sel.Matches(labels.Set(pod.Labels)) {
+			continue
+		}
+		out = append(out, pdb)
+	}
+	return out
+}
