@@ -1,0 +1,121 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cmd/kubectl-quota/internal/report"
+	"github.com/quotascale/quotascale/internal/version"
+)
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := NewRootCommand(genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut})
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), err
+}
+
+func TestPodName(t *testing.T) {
+	tests := []struct {
+		args    []string
+		want    string
+		wantErr string
+	}{
+		{[]string{"pod", "web-1"}, "web-1", ""},
+		{[]string{"pods", "web-1"}, "web-1", ""},
+		{[]string{"po", "web-1"}, "web-1", ""},
+		{[]string{"pod/web-1"}, "web-1", ""},
+		{[]string{"web-1"}, "web-1", ""},
+		{[]string{"deployment", "web"}, "", `only pods can be explained, not "deployment"`},
+		{[]string{"pod/"}, "", "a pod name is required"},
+	}
+	for _, tt := range tests {
+		got, err := podName(tt.args)
+		if tt.wantErr != "" {
+			if err == nil || err.Error() != tt.wantErr {
+				t.Errorf("podName(%q) error %v, want %q", tt.args, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("podName(%q) = %q, %v; want %q", tt.args, got, err, tt.want)
+		}
+	}
+}
+
+// TestAutoscalerStatus reads the document the autoscaler writes, through the
+// autoscaler's own encoder.
+func TestAutoscalerStatus(t *testing.T) {
+	written := time.Date(2026, 11, 30, 12, 0, 0, 123000000, time.UTC)
+	doc := clusterstate.Status{
+		Time:             written.Format(statusTimeLayout),
+		AutoscalerStatus: "Running",
+		NodeGroups: []clusterstate.NodeGroupStatus{{
+			Name: "n2-standard-2",
+			Health: clusterstate.NodeGroupHealth{
+				HealthCondition:     clusterstate.HealthCondition{NodeCounts: clusterstate.NodeCounts{Registered: clusterstate.RegisteredCounts{Total: 3}}},
+				CloudProviderTarget: 4, MinSize: 1, MaxSize: 20,
+			},
+			ScaleUp: clusterstate.NodeGroupScaleUp{
+				ScaleUpCondition: clusterstate.ScaleUpCondition{Status: clusterstate.Backoff},
+				BackoffInfo:      clusterstate.BackoffInfo{ErrorCode: "OUT_OF_RESOURCES", ErrorMessage: "no n2 left"},
+			},
+		}},
+	}
+	got := autoscalerStatus("ConfigMap kube-system/cluster-autoscaler-status", doc)
+	want := &report.AutoscalerStatus{
+		Source: "ConfigMap kube-system/cluster-autoscaler-status",
+		Time:   written,
+		NodeGroups: []report.NodeGroupStatus{{Name: "n2-standard-2", MinSize: 1, MaxSize: 20, Target: 4, Registered: 3,
+			Backoff: "OUT_OF_RESOURCES: no n2 left"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("autoscaler status (-want +got):\n%s", diff)
+	}
+	if got := autoscalerStatus("x", clusterstate.Status{Time: "not a time"}); !got.Time.IsZero() || got.NodeGroups != nil {
+		t.Errorf("an unparsable time: %+v", got)
+	}
+}
+
+func TestVersionAndFlags(t *testing.T) {
+	out, err := run(t, "version")
+	if err != nil || out != version.String()+"\n" {
+		t.Errorf("version printed %q, %v", out, err)
+	}
+	if _, err := run(t, "tree", "-o", "xml"); err == nil || !strings.Contains(err.Error(), `--output "xml" is not one of table, json, yaml`) {
+		t.Errorf("-o xml: %v", err)
+	}
+	if _, err := run(t, "explain", "deployment", "web"); err == nil || !strings.Contains(err.Error(), "only pods") {
+		t.Errorf("explain deployment: %v", err)
+	}
+	if _, err := run(t, "capacity", "--kubeconfig", "/nonexistent/kubeconfig"); err == nil {
+		t.Error("a missing kubeconfig is not an error")
+	}
+}
+
+func TestPrintFormats(t *testing.T) {
+	r := report.CapacityReport{Kind: "CapacityReport", APIVersion: report.APIVersion, Quotas: []report.CapacityQuotaView{}}
+	for _, tt := range []struct{ output, want string }{
+		{OutputJSON, "{\n  \"kind\": \"CapacityReport\",\n  \"apiVersion\": \"kubectl-quota.quotascale.io/v1alpha1\",\n  \"quotas\": []\n}\n"},
+		{OutputYAML, "apiVersion: kubectl-quota.quotascale.io/v1alpha1\nkind: CapacityReport\nquotas: []\n"},
+		{OutputTable, "No CapacityQuotas found.\n"},
+	} {
+		var out bytes.Buffer
+		o := &options{output: tt.output, streams: genericiooptions.IOStreams{Out: &out}}
+		if err := o.print(r, func(w io.Writer) error { return report.PrintCapacity(w, r) }); err != nil {
+			t.Fatal(err)
+		}
+		if out.String() != tt.want {
+			t.Errorf("-o %s printed %q, want %q", tt.output, out.String(), tt.want)
+		}
+	}
+}

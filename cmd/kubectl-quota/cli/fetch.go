@@ -1,0 +1,216 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cmd/kubectl-quota/internal/report"
+)
+
+var (
+	treesResource  = schedulingv1beta1.SchemeGroupVersion.WithResource("elasticquotatrees")
+	quotasResource = autoscalingv1beta1.SchemeGroupVersion.WithResource("capacityquotas")
+)
+
+// statusTimeLayout is how the autoscaler writes the status document's time.
+const statusTimeLayout = "2006-01-02 15:04:05.999999999 -0700 MST"
+
+// reader fills a report.Snapshot. A piece it cannot read becomes a note, not an
+// error: an explanation over what is readable beats none.
+type reader struct {
+	kube      kubernetes.Interface
+	dyn       dynamic.Interface
+	namespace string
+	snap      report.Snapshot
+}
+
+func (o *options) newReader() (*reader, error) {
+	config, err := o.config.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("creating the client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(config)
+	if err != nil {
+		return nil, fmt.Errorf("creating the dynamic client: %w", err)
+	}
+	namespace, _, err := o.config.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
+	}
+	return &reader{kube: kube, dyn: dyn, namespace: namespace, snap: report.Snapshot{Now: o.now()}}, nil
+}
+
+func (r *reader) note(format string, args ...any) {
+	r.snap.Notes = append(r.snap.Notes, fmt.Sprintf(format, args...))
+}
+
+// unreadable turns a read error into a note naming what was not read.
+func (r *reader) unreadable(what string, gvr schema.GroupVersionResource, err error) {
+	switch {
+	case apierrors.IsNotFound(err) && gvr.Resource != "":
+		r.note("%s: the %s API is not installed", what, gvr.GroupResource())
+	case apierrors.IsForbidden(err):
+		r.note("%s: forbidden: %v", what, err)
+	default:
+		r.note("%s: %v", what, err)
+	}
+}
+
+// trees reads the ElasticQuotaTrees of kube-system, or of every namespace.
+func (r *reader) trees(ctx context.Context, all bool) {
+	namespace := schedulingv1beta1.EnforcedNamespace
+	if all {
+		namespace = metav1.NamespaceAll
+	}
+	list, err := r.dyn.Resource(treesResource).Namespace(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.unreadable("listing ElasticQuotaTrees", treesResource, err)
+		return
+	}
+	for i := range list.Items {
+		t := &schedulingv1beta1.ElasticQuotaTree{}
+		if err := fromUnstructured(&list.Items[i], t); err != nil {
+			r.note("%v", err)
+			continue
+		}
+		r.snap.Trees = append(r.snap.Trees, t)
+	}
+}
+
+// boundPods reads the pods charged to quotas: bound and not finished.
+func (r *reader) boundPods(ctx context.Context) {
+	list, err := r.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
+	})
+	if err != nil {
+		r.unreadable("listing bound pods (usage and contributors are incomplete)", schema.GroupVersionResource{}, err)
+		return
+	}
+	for i := range list.Items {
+		r.snap.Pods = append(r.snap.Pods, &list.Items[i])
+	}
+}
+
+func (r *reader) nodes(ctx context.Context) {
+	list, err := r.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.unreadable("listing nodes", schema.GroupVersionResource{}, err)
+		return
+	}
+	r.snap.NodesListed = true
+	for i := range list.Items {
+		r.snap.Nodes = append(r.snap.Nodes, &list.Items[i])
+	}
+}
+
+func (r *reader) quotas(ctx context.Context) {
+	list, err := r.dyn.Resource(quotasResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		r.unreadable("listing CapacityQuotas", quotasResource, err)
+		return
+	}
+	for i := range list.Items {
+		q := &autoscalingv1beta1.CapacityQuota{}
+		if err := fromUnstructured(&list.Items[i], q); err != nil {
+			r.note("%v", err)
+			continue
+		}
+		r.snap.Quotas = append(r.snap.Quotas, q)
+	}
+}
+
+// autoscaler reads the cluster autoscaler's status ConfigMap, upstream's format,
+// so node groups are known whatever the cloud provider.
+func (r *reader) autoscaler(ctx context.Context, namespace string) {
+	source := fmt.Sprintf("ConfigMap %s/%s", namespace, clusterstate.StatusConfigMapName)
+	cm, err := r.kube.CoreV1().ConfigMaps(namespace).Get(ctx, clusterstate.StatusConfigMapName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		r.note("autoscaler status not found (no %s): node groups and upcoming nodes are unknown", source)
+		return
+	}
+	if err != nil {
+		r.unreadable("reading the autoscaler status "+source, schema.GroupVersionResource{}, err)
+		return
+	}
+	doc, ok := cm.Data[clusterstate.StatusConfigMapKey]
+	if !ok {
+		r.note("autoscaler status %s has no %q key", source, clusterstate.StatusConfigMapKey)
+		return
+	}
+	status, err := clusterstate.ParseStatus(doc)
+	if err != nil {
+		r.note("autoscaler status %s: %v", source, err)
+		return
+	}
+	r.snap.Autoscaler = autoscalerStatus(source, status)
+}
+
+// autoscalerStatus keeps what kubectl-quota uses of the status document.
+func autoscalerStatus(source string, s clusterstate.Status) *report.AutoscalerStatus {
+	out := &report.AutoscalerStatus{Source: source}
+	if t, err := time.Parse(statusTimeLayout, s.Time); err == nil {
+		out.Time = t
+	}
+	for _, g := range s.NodeGroups {
+		ng := report.NodeGroupStatus{
+			Name:       g.Name,
+			MinSize:    g.Health.MinSize,
+			MaxSize:    g.Health.MaxSize,
+			Target:     g.Health.CloudProviderTarget,
+			Registered: g.Health.NodeCounts.Registered.Total,
+		}
+		if g.ScaleUp.Status == clusterstate.Backoff {
+			ng.Backoff = g.ScaleUp.BackoffInfo.ErrorCode
+			if msg := g.ScaleUp.BackoffInfo.ErrorMessage; msg != "" {
+				ng.Backoff += ": " + msg
+			}
+		}
+		out.NodeGroups = append(out.NodeGroups, ng)
+	}
+	return out
+}
+
+// podEvents reads the events about one pod.
+func (r *reader) podEvents(ctx context.Context, pod *corev1.Pod) {
+	list, err := r.kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + pod.Name,
+	})
+	if err != nil {
+		r.unreadable("listing the pod's events", schema.GroupVersionResource{}, err)
+		return
+	}
+	for i := range list.Items {
+		r.snap.Events = append(r.snap.Events, &list.Items[i])
+	}
+}
+
+func fromUnstructured(u *unstructured.Unstructured, into any) error {
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into); err != nil {
+		return fmt.Errorf("%s %s cannot be read: %w", u.GetKind(), objectName(u), err)
+	}
+	return nil
+}
+
+func objectName(u *unstructured.Unstructured) string {
+	if u.GetNamespace() == "" {
+		return u.GetName()
+	}
+	return u.GetNamespace() + "/" + u.GetName()
+}
