@@ -37,12 +37,15 @@ type SchedulerOptions struct {
 }
 
 // QuotaProfile is the default-scheduler profile with CapacityScheduling enabled at
-// every extension point it implements.
+// every extension point it implements, and DefaultPreemption off: under quota,
+// only an owner reclaiming its guaranteed min preempts, which CapacityScheduling's
+// PostFilter does (priority preemption within one quota leaf included).
 func QuotaProfile() configv1.KubeSchedulerProfile {
 	return configv1.KubeSchedulerProfile{
 		SchedulerName: ptr.To(corev1.DefaultSchedulerName),
 		Plugins: &configv1.Plugins{
 			MultiPoint: configv1.PluginSet{Enabled: []configv1.Plugin{{Name: capacityscheduling.Name}}},
+			PostFilter: configv1.PluginSet{Disabled: []configv1.Plugin{{Name: "DefaultPreemption"}}},
 		},
 	}
 }
