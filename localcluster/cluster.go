@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/client-go/dynamic"
@@ -49,6 +50,7 @@ type Cluster struct {
 	cancel     context.CancelFunc
 	etcd       *embed.Etcd
 	api        *apiServer
+	proxy      *apiProxy
 	shim       *shim
 	scheduler  schedulerRunner
 }
@@ -81,7 +83,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if c.api, err = startAPIServer(background, c.shim, etcdURL, nil); err != nil {
 		return nil, err
 	}
-	c.Config = c.api.config
+	// Every client goes through the proxy, so SetAPIAvailable reaches them all.
+	if c.proxy, err = startAPIProxy(strings.TrimPrefix(c.api.config.Host, "https://")); err != nil {
+		return nil, err
+	}
+	c.Config = restclient.CopyConfig(c.api.config)
+	c.Config.Host = "https://" + c.proxy.addr()
 	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -122,6 +129,10 @@ func (c *Cluster) Stop() {
 	}
 	c.StopScheduler()
 	c.cancel()
+	if c.proxy != nil {
+		c.proxy.stop()
+		c.proxy = nil
+	}
 	if c.api != nil {
 		c.api.tearDown()
 		c.api = nil
@@ -137,6 +148,12 @@ func (c *Cluster) Stop() {
 	}
 	c.cancel = nil
 }
+
+// SetAPIAvailable takes the API server away from every client of the cluster
+// (scheduler, controllers, kwok, the autoscaler, tests) when false: open
+// connections are cut and new ones refused, as when the API server is down. True
+// brings it back; clients reconnect and their informers re-list.
+func (c *Cluster) SetAPIAvailable(available bool) { c.proxy.setDown(!available) }
 
 // Context is cancelled when the cluster stops; components started alongside the
 // cluster (the autoscaler, informers of a test) can run on it.

@@ -68,6 +68,8 @@ type Autoscaler struct {
 	opts     config.Options
 	core     *core.Autoscaler
 	provider cloudprovider.CloudProvider
+	fresh    *freshness
+	rootMin  func() corev1.ResourceList
 }
 
 // New builds an autoscaler against the cluster config reaches. ctx bounds every
@@ -175,7 +177,8 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 			return clusterstate.WriteStatusConfigMap(ctx, client, opts.Namespace, s, now)
 		}
 	}
-	a := &Autoscaler{Process: process, opts: opts, core: core.New(opts, deps), provider: provider}
+	a := &Autoscaler{Process: process, opts: opts, core: core.New(opts, deps), provider: provider,
+		fresh: &freshness{client: client, bound: opts.StaleDataBound}, rootMin: rootMin}
 	go quotaInformer.RunWithContext(ctx)
 	synced := []cache.InformerSynced{quotaInformer.HasSynced}
 	if treeInformer != nil {
@@ -215,9 +218,24 @@ func newProvider(ctx context.Context, opts config.Options, client kubernetes.Int
 	return nil, fmt.Errorf("--cloud-provider %q is not supported", opts.CloudProviderName)
 }
 
-// RunOnce runs one loop now.
+// RootMin is the root min of the ElasticQuotaTree in force as the autoscaler
+// sees it, which scale-down keeps allocatable for; nil without a tree or with
+// --elastic-quota-enabled=false.
+func (a *Autoscaler) RootMin() corev1.ResourceList {
+	if a.rootMin == nil {
+		return nil
+	}
+	return a.rootMin()
+}
+
+// RunOnce runs one loop now, unless the cluster data is too old to act on.
 func (a *Autoscaler) RunOnce(ctx context.Context) error {
 	now := time.Now()
+	if ok, why := a.fresh.check(ctx, now); !ok {
+		a.Metrics.SkippedLoops.Inc()
+		klog.FromContext(ctx).Info("Scaling nothing this loop", "reason", why)
+		return nil
+	}
 	err := a.core.RunOnce(ctx, now)
 	a.health.observe(now, err)
 	return err

@@ -33,6 +33,9 @@ type Metrics struct {
 	ScaledDownNodes  prometheus.Counter
 	FailedScaleDowns prometheus.Counter
 	UnneededNodes    prometheus.Gauge
+	// SkippedLoops counts loops that scaled nothing because the cluster data was
+	// too old.
+	SkippedLoops prometheus.Counter
 }
 
 // New registers every metric on a fresh registry, with the Go and process
@@ -86,7 +89,11 @@ func New() *Metrics {
 			Help: "Number of nodes currently unneeded and candidates for removal.",
 		}),
 	}
-	m.Registry.MustRegister(m.ScaledDownNodes, m.FailedScaleDowns, m.UnneededNodes,
+	m.SkippedLoops = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "quotascale", Subsystem: "autoscaler", Name: "stale_data_skipped_loops_total",
+		Help: "Loops that scaled nothing because the API server was unreachable for longer than --max-stale-data.",
+	})
+	m.Registry.MustRegister(m.SkippedLoops, m.ScaledDownNodes, m.FailedScaleDowns, m.UnneededNodes,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.LoopDuration, m.UnschedulablePods, m.ScaledUpNodes, m.FailedScaleUps,
