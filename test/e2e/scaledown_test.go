@@ -195,6 +195,14 @@ spec:
     children:
     - {name: team, namespaces: [%s], min: {cpu: 8}, max: {cpu: 8}}
 `, ns)))
+	// The scheduler reports the tree in force; the autoscaler's informer may
+	// still lag, and an emptied node it judged without the tree would go.
+	waitFor(t, ctx, "the autoscaler to see the tree's root min", func(context.Context) error {
+		if got := a.RootMin(); got.Cpu().Cmp(resource.MustParse("8")) != 0 {
+			return fmt.Errorf("root min %v", got)
+		}
+		return nil
+	})
 	emptied := nodeOf(t, ctx, ns, "keeper-0")
 	deletePod(t, ctx, ns, "keeper-0")
 	a.keptFor(t, ctx, emptied, "no.scale.down.node.ElasticQuotaTreeRootMin",
@@ -327,7 +335,11 @@ func keptEntry(a *testAutoscaler, node, messageID string, params ...string) erro
 		return err
 	}
 	want := fmt.Sprintf(`{"node":{"name":%q,"nodeGroup":"e2e-kwok-sd"},"reason":{"messageId":%q`, node, messageID)
+	var about []string
 	for _, line := range strings.Split(string(data), "\n") {
+		if strings.Contains(line, fmt.Sprintf("%q", node)) {
+			about = append(about, line)
+		}
 		if !strings.Contains(line, want) {
 			continue
 		}
@@ -339,5 +351,8 @@ func keptEntry(a *testAutoscaler, node, messageID string, params ...string) erro
 			return nil
 		}
 	}
-	return fmt.Errorf("no noScaleDown entry %s %v in the visibility log", want, params)
+	if len(about) > 3 {
+		about = about[len(about)-3:]
+	}
+	return fmt.Errorf("no noScaleDown entry %s %v in the visibility log; its last lines about the node: %s", want, params, strings.Join(about, "\n"))
 }
