@@ -5,7 +5,7 @@ BIN       ?= bin
 TEST_ARGS ?=
 ARGS      ?=
 
-.PHONY: all build test lint generate verify-generate local-up demo clean
+.PHONY: all build test soak lint generate verify-generate local-up demo clean
 
 all: build
 
@@ -19,6 +19,14 @@ build:
 ## test: lint, then every test (unit, property, e2e on the in-process control plane)
 test: lint
 	$(GO) test -timeout 30m $(TEST_ARGS) ./...
+
+## soak: the randomized soak with faults for SOAK_DURATION (make test runs 45s
+## of it); SOAK_SEED=N replays a run. It reports operations, faults and
+## invariant violations (zero, or it fails).
+SOAK_DURATION ?= 10m
+SOAK_SEED     ?=
+soak:
+	QUOTASCALE_SOAK=$(SOAK_DURATION) QUOTASCALE_SOAK_SEED=$(SOAK_SEED) $(GO) test -count=1 -timeout 2h -run '^TestSoak$$' -v ./test/e2e
 
 ## lint: gofmt and go vet
 lint:
