@@ -9,12 +9,24 @@ ARGS      ?=
 
 all: build
 
+# Version stamping (internal/version) of the programs `build` and `images` make;
+# override on the command line, e.g. `make build VERSION=v0.1.0 COMMIT=abc1234`.
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT      ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+VERSION_PKG := github.com/quotascale/quotascale/internal/version
+LDFLAGS      = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT)
+# kube-scheduler --version is upstream's: the Kubernetes version it is built
+# from, with ours as build metadata, as vendors' distributions do.
+K8S_VERSION  = $(shell $(GO) list -m -f '{{.Version}}' k8s.io/kubernetes)
+K8S_LDFLAGS  = -X k8s.io/component-base/version.gitVersion=$(K8S_VERSION)+quotascale.$(VERSION) -X k8s.io/component-base/version.gitCommit=$(COMMIT)
+
 ## build: compile every package and the programs into ./bin
 build:
 	$(GO) build ./...
-	$(GO) build -o $(BIN)/localcluster ./cmd/localcluster
-	$(GO) build -o $(BIN)/cluster-autoscaler ./cluster-autoscaler
-	$(GO) build -o $(BIN)/kube-scheduler ./scheduler
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/localcluster ./cmd/localcluster
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/cluster-autoscaler ./cluster-autoscaler
+	$(GO) build -ldflags "$(LDFLAGS) $(K8S_LDFLAGS)" -o $(BIN)/kube-scheduler ./scheduler
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-quota ./cmd/kubectl-quota
 
 ## test: lint, then every test (unit, property, e2e on the in-process control plane)
 test: lint
@@ -34,9 +46,13 @@ lint:
 	if [ -n "$$unformatted" ]; then echo "gofmt needed on:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 
-## generate: deepcopy functions and CRD manifests (apis/crds) from the API types
+## generate: deepcopy functions and CRD manifests (apis/crds) from the API types,
+## the chart's copy of the CRDs, and the flags reference (docs/flags.md)
 generate:
 	$(GO) run ./hack/codegen/cmd/generate
+	rm -f charts/quotascale/crds/*.yaml
+	cp apis/crds/*.yaml charts/quotascale/crds/
+	$(GO) run ./hack/flagsdoc
 
 ## local-up: run the in-process control plane until Ctrl-C; ARGS="--nodes=3 --node-cpu=8"
 local-up:
@@ -48,3 +64,23 @@ demo:
 
 clean:
 	rm -rf $(BIN)
+
+## images: the container images of cluster-autoscaler, kube-scheduler and
+## kubectl-quota (build/*.Dockerfile), tagged $(IMAGE_REGISTRY)/NAME:$(IMAGE_TAG).
+## Needs docker with BuildKit, or podman (CONTAINER_TOOL=podman); push them with
+## `$(CONTAINER_TOOL) push`. IMAGE_PLATFORM=linux/arm64 cross-builds.
+IMAGE_REGISTRY ?= ghcr.io/quotascale
+IMAGE_TAG      ?= $(VERSION)
+CONTAINER_TOOL ?= docker
+IMAGE_PLATFORM ?=
+IMAGES         ?= cluster-autoscaler kube-scheduler kubectl-quota
+
+.PHONY: images
+images:
+	@set -e; for image in $(IMAGES); do \
+		echo "$(CONTAINER_TOOL) build $(IMAGE_REGISTRY)/$$image:$(IMAGE_TAG)"; \
+		$(CONTAINER_TOOL) build -f build/$$image.Dockerfile \
+			$(if $(IMAGE_PLATFORM),--platform=$(IMAGE_PLATFORM)) \
+			--build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+			-t $(IMAGE_REGISTRY)/$$image:$(IMAGE_TAG) . ; \
+	done

@@ -11,11 +11,9 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/spf13/pflag"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
-	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/app"
@@ -32,20 +30,15 @@ func main() {
 
 func run() error {
 	opts := config.Defaults()
-	fs := pflag.NewFlagSet("cluster-autoscaler", pflag.ContinueOnError)
-	opts.AddFlags(fs)
-	logging := logsapi.NewLoggingConfiguration()
-	logsapi.AddFlags(logging, fs)
-	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	logs.AddFlags(fs)
-	if err := fs.Parse(os.Args[1:]); err != nil {
+	cmdline := app.NewCommandLine(&opts)
+	if err := cmdline.FlagSet.Parse(os.Args[1:]); err != nil {
 		return err
 	}
-	if *showVersion {
+	if *cmdline.ShowVersion {
 		fmt.Println("cluster-autoscaler", version.String())
 		return nil
 	}
-	if err := logsapi.ValidateAndApply(logging, nil); err != nil {
+	if err := logsapi.ValidateAndApply(cmdline.Logging, nil); err != nil {
 		return fmt.Errorf("logging: %w", err)
 	}
 	defer logs.FlushLogs()

@@ -8,15 +8,10 @@ import (
 	"os"
 
 	"k8s.io/component-base/cli"
-	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
-	_ "k8s.io/component-base/metrics/prometheus/clientgo"
-	_ "k8s.io/component-base/metrics/prometheus/version"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
-	"github.com/quotascale/quotascale/scheduler/capacityscheduling"
+	"github.com/quotascale/quotascale/scheduler/command"
 )
 
 func main() {
-	command := app.NewSchedulerCommand(app.WithPlugin(capacityscheduling.Name, capacityscheduling.New))
-	os.Exit(cli.Run(command))
+	os.Exit(cli.Run(command.New()))
 }

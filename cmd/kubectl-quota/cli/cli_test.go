@@ -91,6 +91,10 @@ func TestVersionAndFlags(t *testing.T) {
 	if err != nil || out != version.String()+"\n" {
 		t.Errorf("version printed %q, %v", out, err)
 	}
+	out, err = run(t, "--version")
+	if want := "kubectl-quota " + version.String() + "\n"; err != nil || out != want {
+		t.Errorf("--version printed %q, %v; want %q", out, err, want)
+	}
 	if _, err := run(t, "tree", "-o", "xml"); err == nil || !strings.Contains(err.Error(), `--output "xml" is not one of table, json, yaml`) {
 		t.Errorf("-o xml: %v", err)
 	}

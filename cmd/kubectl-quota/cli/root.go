@@ -65,6 +65,9 @@ Answers are best-effort over what can be read; missing data is listed under NOTE
 			return fmt.Errorf("--output %q is not one of table, json, yaml", o.output)
 		},
 	}
+	// --version as well as the version subcommand, like the other binaries.
+	root.Version = version.String()
+	root.SetVersionTemplate("kubectl-quota {{.Version}}\n")
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
 	o.config.AddFlags(root.PersistentFlags())
