@@ -5,7 +5,7 @@ BIN       ?= bin
 TEST_ARGS ?=
 ARGS      ?=
 
-.PHONY: all build test soak lint generate verify-generate local-up demo clean
+.PHONY: all build test soak bench lint generate verify-generate local-up demo clean
 
 all: build
 
@@ -64,6 +64,31 @@ demo:
 
 clean:
 	rm -rf $(BIN)
+
+## bench: the performance suites of docs/performance.md, benchstat-ready, into
+## $(BENCH_OUT) and stdout; under 20 minutes on 2 cores.
+##   P1 CapacityQuota check and P2 tree admission: ./quota/... x$(BENCH_COUNT)
+##   P3 autoscaler loop with its quota share:     ./cluster-autoscaler/core x$(BENCH_COUNT)
+##   P2 scheduler throughput, plugin on and off:   ./test/bench x$(BENCH_CLUSTER_COUNT)
+##      (each iteration schedules thousands of pods on the in-process control
+##      plane, so -benchtime=1x; the on/off order alternates between rounds)
+## Profiles, one suite at a time:
+##   go test -run='^$$' -bench=. -cpuprofile=cpu.out -memprofile=mem.out ./quota/capacity/
+##   BENCH_CPUPROFILE=DIR go test -run='^$$' -bench='SchedulerThroughput/nodes=1000/' -benchtime=1x ./test/bench/
+BENCH_OUT           ?= bench.out
+BENCH_COUNT         ?= 5
+BENCH_CLUSTER_COUNT ?= 3
+BENCH_ARGS          ?=
+bench_suite = $(GO) test -run='^$$' -benchmem -timeout=40m $(BENCH_ARGS) $(1) 2>&1 | tee -a $(BENCH_OUT)
+
+.PHONY: bench
+bench: SHELL := /bin/bash
+bench: .SHELLFLAGS := -o pipefail -c
+bench:
+	@rm -f $(BENCH_OUT)
+	$(call bench_suite,-bench=. -count=$(BENCH_COUNT) ./quota/...)
+	$(call bench_suite,-bench=RunOnce -count=$(BENCH_COUNT) ./cluster-autoscaler/core)
+	$(call bench_suite,-bench=SchedulerThroughput -count=$(BENCH_CLUSTER_COUNT) -benchtime=1x ./test/bench)
 
 ## images: the container images of cluster-autoscaler, kube-scheduler and
 ## kubectl-quota (build/*.Dockerfile), tagged $(IMAGE_REGISTRY)/NAME:$(IMAGE_TAG).
