@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
+	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
@@ -82,6 +84,9 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	client, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if err := requireCRDs(client, opts); err != nil {
+		return nil, err
 	}
 	provider, err := newProvider(ctx, opts, client, restConfig)
 	if err != nil {
@@ -312,4 +317,39 @@ func simulationConfig(opts config.Options) (*schedulerapi.KubeSchedulerConfigura
 			}},
 		}},
 	})
+}
+
+// requireCRDs fails fast, naming the missing CRD, when an API the autoscaler
+// watches is not served: its informer would otherwise wait forever while the
+// process looks healthy.
+func requireCRDs(client kubernetes.Interface, opts config.Options) error {
+	type api struct {
+		groupVersion, resource, crd string
+	}
+	needed := []api{{autoscalingv1beta1.SchemeGroupVersion.String(), "capacityquotas", "capacityquotas.autoscaling.x-k8s.io"}}
+	if opts.ElasticQuotaEnabled {
+		needed = append(needed,
+			api{schedulingv1beta1.SchemeGroupVersion.String(), "elasticquotatrees", "elasticquotatrees.scheduling.sigs.k8s.io"},
+			api{kueuev1beta1.SchemeGroupVersion.String(), "resourceflavors", "resourceflavors.kueue.x-k8s.io"})
+	}
+	for _, a := range needed {
+		list, err := client.Discovery().ServerResourcesForGroupVersion(a.groupVersion)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("discovering %s: %w", a.groupVersion, err)
+		}
+		found := false
+		if list != nil {
+			for _, r := range list.APIResources {
+				found = found || r.Name == a.resource
+			}
+		}
+		if !found {
+			hint := ""
+			if a.resource != "capacityquotas" {
+				hint = ", or run with --elastic-quota-enabled=false"
+			}
+			return fmt.Errorf("the API server does not serve %s (%s): install the CRD%s", a.resource, a.crd, hint)
+		}
+	}
+	return nil
 }
