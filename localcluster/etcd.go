@@ -35,9 +35,9 @@ func startEtcd(ctx context.Context, dataDir string) (*embed.Etcd, string, error)
 		cfg.UnsafeNoFsync = true
 		cfg.LogLevel = "error"
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
-		// A test cluster never grows past a few MB; the default 2 GiB quota only
-		// costs an mmap.
-		cfg.QuotaBackendBytes = 256 << 20
+		// A benchmark creates and deletes tens of thousands of pods between the
+		// API server's compactions; the quota is address space, not memory.
+		cfg.QuotaBackendBytes = 4 << 30
 
 		e, err := embed.StartEtcd(cfg)
 		if err != nil {
