@@ -13,18 +13,29 @@ import (
 )
 
 const (
-	benchGroups        = 1000
 	benchNodesPerGroup = 5
-	benchQuotas        = 500
-	benchUpcoming      = 100 // groups with nodes still provisioning
 	benchWanted        = 10
 )
+
+// fleetSize scales the fleet: quotas of every kind grow with the groups.
+type fleetSize struct {
+	groups, quotas int
+	upcoming       int // groups with nodes still provisioning
+}
+
+// fleetSizes are the curve of docs/performance.md; the last is the target size.
+var fleetSizes = []fleetSize{
+	{groups: 100, quotas: 50, upcoming: 10},
+	{groups: 300, quotas: 150, upcoming: 30},
+	{groups: 1000, quotas: 500, upcoming: 100},
+}
 
 // fleet is a cluster shaped like a large autoscaled one: node groups whose
 // nodes share labels except their hostname, and quotas keyed on classes,
 // pools, zones, machine families, teams and single node groups, plus two
 // that match nearly everything. A node group matches about eight quotas.
 type fleet struct {
+	size      fleetSize
 	groups    []string // node group names
 	quotas    []*autoscalingv1beta1.CapacityQuota
 	templates []*corev1.Node
@@ -44,9 +55,10 @@ func groupLabels(g int) map[string]string {
 	}
 }
 
-func newFleet() *fleet {
-	f := &fleet{}
-	for g := range benchGroups {
+func newFleet(size fleetSize) *fleet {
+	f := &fleet{size: size}
+	scaled := func(n int) int { return max(1, n*size.groups/1000) }
+	for g := range size.groups {
 		capacity := coreList("cpu", fmt.Sprint(2*(g%8+1)), "memory", fmt.Sprintf("%dGi", 8*(g%8+1)), "pods", "110")
 		if g%10 == 0 {
 			capacity["nvidia.com/gpu"] = coreList("x", "4")["x"]
@@ -62,10 +74,10 @@ func newFleet() *fleet {
 	add := func(name string, selector *metav1.LabelSelector, limits autoscalingv1beta1.ResourceList) {
 		f.quotas = append(f.quotas, capacityQuota(name, selector, limits))
 	}
-	for i := range 100 {
+	for i := range scaled(100) {
 		add(fmt.Sprintf("class-%d", i), matchLabels("cloud.google.com/compute-class", fmt.Sprintf("c-%d", i)), limits("cpu", "1000", "memory", "4Ti"))
 	}
-	for i := range 50 {
+	for i := range scaled(50) {
 		add(fmt.Sprintf("pool-%d", i), matchLabels("pool", fmt.Sprintf("p-%d", i)), limits("cpu", "2000", "nodes", "120"))
 	}
 	for i := range 3 {
@@ -77,14 +89,14 @@ func newFleet() *fleet {
 			Values: []string{fmt.Sprintf("f-%d", i), fmt.Sprintf("f-%d", (i+1)%10)},
 		}}}, limits("nvidia.com/gpu", "2100", "cpu", "20000"))
 	}
-	for i := range 300 {
+	for i := range scaled(300) {
 		add(fmt.Sprintf("group-%d", i), matchLabels("node-group", fmt.Sprintf("g-%d", 3*i)), limits("nodes", "20", "cpu", "200"))
 	}
 	add(ClusterWideName, nil, limits("cpu", "100000", "memory", "400Ti", "nodes", "10000"))
 	add("not-experimental", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 		Key: "cloud.google.com/compute-class", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"c-99"},
 	}}}, limits("cpu", "90000"))
-	for i := range benchQuotas - len(f.quotas) {
+	for i := range size.quotas - len(f.quotas) {
 		add(fmt.Sprintf("team-%d", i), matchLabels("team", fmt.Sprintf("t-%d", i)), limits("cpu", "2000", "memory", "8Ti"))
 	}
 	return f
@@ -97,7 +109,7 @@ func upcomingCount(loop, g int) int { return 1 + (loop+g)%3 }
 // indexedCheck is one autoscaler loop with the Set: refresh the upcoming
 // groups, then ask about every node group.
 func (f *fleet) indexedCheck(set *Set, loop int, ks []int) {
-	for g := range benchUpcoming {
+	for g := range f.size.upcoming {
 		set.SetUpcoming(f.groups[g], upcomingCount(loop, g), f.templates[g])
 	}
 	for g, template := range f.templates {
@@ -117,7 +129,7 @@ func (f *fleet) rescanCheck(selectors []labels.Selector, loop int, ks []int) {
 				addCapacity(usage[qi], n, 1)
 			}
 		}
-		for g := range benchUpcoming {
+		for g := range f.size.upcoming {
 			if selectors[qi].Matches(labels.Set(f.templates[g].Labels)) {
 				addCapacity(usage[qi], f.templates[g], int64(upcomingCount(loop, g)))
 			}
@@ -172,9 +184,9 @@ func (f *fleet) selectors() []labels.Selector {
 // TestRescanBaselineAgrees keeps the benchmark honest: both loops must reach
 // the same answer for every node group.
 func TestRescanBaselineAgrees(t *testing.T) {
-	f := newFleet()
+	f := newFleet(fleetSizes[len(fleetSizes)-1])
 	set, selectors := f.newSet(), f.selectors()
-	indexed, rescanned := make([]int, benchGroups), make([]int, benchGroups)
+	indexed, rescanned := make([]int, f.size.groups), make([]int, f.size.groups)
 	limited := 0
 	for loop := range 3 {
 		f.indexedCheck(set, loop, indexed)
@@ -195,14 +207,21 @@ func TestRescanBaselineAgrees(t *testing.T) {
 	t.Logf("%d of %d group checks limited", limited, 3*len(indexed))
 }
 
-// BenchmarkCapacityCheck measures one autoscaler loop's quota work: 1,000
-// node group templates against 500 quotas over 5,000 nodes, 100 groups with
-// upcoming nodes.
+// BenchmarkCapacityCheck measures one autoscaler loop's quota work: every
+// node group template against every quota, a tenth of the groups with
+// upcoming nodes; at the largest size 1,000 groups against 500 quotas over
+// 5,000 nodes.
 func BenchmarkCapacityCheck(b *testing.B) {
-	f := newFleet()
-	ks := make([]int, benchGroups)
-	size := fmt.Sprintf("groups=%d/quotas=%d/nodes=%d", benchGroups, benchQuotas, benchGroups*benchNodesPerGroup)
-	b.Run(size+"/check=indexed", func(b *testing.B) {
+	for _, size := range fleetSizes {
+		benchmarkCapacityCheck(b, size)
+	}
+}
+
+func benchmarkCapacityCheck(b *testing.B, size fleetSize) {
+	f := newFleet(size)
+	ks := make([]int, size.groups)
+	name := fmt.Sprintf("groups=%d/quotas=%d/nodes=%d", len(f.groups), len(f.quotas), len(f.nodes))
+	b.Run(name+"/check=indexed", func(b *testing.B) {
 		set := f.newSet()
 		b.ReportAllocs()
 		loop := 0
@@ -211,7 +230,7 @@ func BenchmarkCapacityCheck(b *testing.B) {
 			loop++
 		}
 	})
-	b.Run(size+"/check=rescan", func(b *testing.B) {
+	b.Run(name+"/check=rescan", func(b *testing.B) {
 		selectors := f.selectors()
 		b.ReportAllocs()
 		loop := 0
@@ -224,12 +243,12 @@ func BenchmarkCapacityCheck(b *testing.B) {
 
 // BenchmarkAllowedDelta is one template's check on the same fleet.
 func BenchmarkAllowedDelta(b *testing.B) {
-	f := newFleet()
+	f := newFleet(fleetSizes[len(fleetSizes)-1])
 	set := f.newSet()
 	b.ReportAllocs()
 	g := 0
 	for b.Loop() {
-		set.AllowedDelta(f.templates[g%benchGroups], benchWanted)
+		set.AllowedDelta(f.templates[g%f.size.groups], benchWanted)
 		g++
 	}
 }

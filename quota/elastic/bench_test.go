@@ -9,15 +9,19 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// wideTree has 1 + 9 + 90 + 900 = 1,000 quota nodes, four levels deep, and
-// one namespace per leaf.
-func wideTree(tb testing.TB) (*Tree, []string) {
+// treeTops are the first-level widths of the benchmarked trees: 112, 334 and
+// 1,000 quota nodes, all four levels deep.
+var treeTops = []int{1, 3, 9}
+
+// wideTree has 1 + top + 10 top + 100 top quota nodes (1,000 for top = 9),
+// four levels deep, and one namespace per leaf.
+func wideTree(tb testing.TB, top int) (*Tree, []string) {
 	resourcesOf := func(cpuCores, memGi, gpus int) corev1.ResourceList {
 		return list("cpu", fmt.Sprint(cpuCores), "memory", fmt.Sprintf("%dGi", memGi), "nvidia.com/gpu", fmt.Sprint(gpus))
 	}
-	root := spec{Name: "root", Min: resourcesOf(9000, 9000, 900), Max: resourcesOf(9000, 9000, 900)}
+	root := spec{Name: "root", Min: resourcesOf(1000*top, 1000*top, 100*top), Max: resourcesOf(1000*top, 1000*top, 100*top)}
 	var namespaces []string
-	for i := range 9 {
+	for i := range top {
 		a := spec{Name: fmt.Sprintf("r.%d", i), Min: resourcesOf(1000, 1000, 100), Max: resourcesOf(2000, 2000, 200)}
 		for j := range 10 {
 			b := spec{Name: fmt.Sprintf("r.%d.%d", i, j), Min: resourcesOf(100, 100, 10), Max: resourcesOf(200, 200, 20)}
@@ -34,8 +38,8 @@ func wideTree(tb testing.TB) (*Tree, []string) {
 		root.Children = append(root.Children, a)
 	}
 	tree := mustBuild(tb, treeOf(root))
-	if got := len(tree.Nodes()); got != 1000 {
-		tb.Fatalf("tree has %d nodes", got)
+	if got, want := len(tree.Nodes()), 1+111*top; got != want {
+		tb.Fatalf("tree has %d nodes, want %d", got, want)
 	}
 	for i, ns := range namespaces {
 		tree.AddRequests(types.UID(fmt.Sprint("running-", i)), ns, list("cpu", "5", "memory", "5Gi"))
@@ -44,22 +48,24 @@ func wideTree(tb testing.TB) (*Tree, []string) {
 }
 
 func BenchmarkTreeAdmit(b *testing.B) {
-	tree, namespaces := wideTree(b)
-	request := list("cpu", "500m", "memory", "1Gi", "nvidia.com/gpu", "1")
-	b.Run("nodes=1000/depth=4", func(b *testing.B) {
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if !tree.Admit(namespaces[i%len(namespaces)], request).Admitted() {
-				b.Fatal("refused")
+	for _, top := range treeTops {
+		tree, namespaces := wideTree(b, top)
+		request := list("cpu", "500m", "memory", "1Gi", "nvidia.com/gpu", "1")
+		b.Run(fmt.Sprintf("nodes=%d/depth=4", len(tree.Nodes())), func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if !tree.Admit(namespaces[i%len(namespaces)], request).Admitted() {
+					b.Fatal("refused")
+				}
+				i++
 			}
-			i++
-		}
-	})
+		})
+	}
 }
 
 func BenchmarkTreeAddRemovePod(b *testing.B) {
-	tree, namespaces := wideTree(b)
+	tree, namespaces := wideTree(b, treeTops[len(treeTops)-1])
 	request := list("cpu", "500m", "memory", "1Gi")
 	uids := make([]types.UID, len(namespaces))
 	for i := range uids {
