@@ -20,48 +20,63 @@ import (
 )
 
 // BenchmarkSchedulerThroughput schedules bare pods on kwok nodes with the same
-// in-process kube-scheduler twice: with the CapacityScheduling plugin enforcing an
-// ElasticQuotaTree (plugin=on) and as the stock scheduler (plugin=off). The tree
-// admits every pod, so the difference is the plugin's cost, not refusals.
+// in-process kube-scheduler with the CapacityScheduling plugin enforcing an
+// ElasticQuotaTree (on) and as the stock scheduler (off). The tree admits every
+// pod, so the difference is the plugin's cost, not refusals.
 //
-// One iteration creates all the pods while the scheduler is stopped (so that pod
-// creation is not what is measured), starts the scheduler, and times from its
-// start to the last pod bound. pods/s is the headline; cpu-us/pod is the CPU the
-// whole process (API server, etcd, kwok, scheduler) spent per pod in that window,
-// less sensitive than pods/s to a busy machine; B/op and allocs/op are likewise
-// process-wide. ext-cores is how many cores other processes kept busy meanwhile:
-// on a shared 2-core machine, compare only samples taken at similar ext-cores.
+// An iteration is a pair: one window with the plugin and one without, in an
+// order that alternates from one iteration to the next, so both see the same
+// machine at nearly the same time; this shared 2-core machine drifts by tens of
+// percent between minutes. Each window creates all the pods while the
+// scheduler is stopped (pod creation is not measured), starts the scheduler,
+// and times from its start to the last pod bound.
+//
+// Metrics, summed over the iterations: on-pods/s and off-pods/s, and
+// on/off, their ratio (the target is >= 0.95); cpu-us/pod-on and -off, the CPU
+// the whole process (API server, etcd, kwok, scheduler) spent per pod in the
+// windows; ext-cores, how many cores other processes kept busy meanwhile.
 func BenchmarkSchedulerThroughput(b *testing.B) {
 	c := cluster(b)
 	for _, s := range sizes {
 		s.run(b, func(b *testing.B) {
 			tree, admitted := s.quotaTree(1)
 			setUp(b, c, s, func(ctx context.Context) error { return putTree(ctx, c, tree) })
-			on := func() {
-				b.Run("plugin=on", func(b *testing.B) {
-					measure(b, c, s, variant{name: "on", opts: quotaOptions(b), wantBound: admitted, checkQuota: true})
-				})
-			}
-			off := func() {
-				b.Run("plugin=off", func(b *testing.B) {
-					measure(b, c, s, variant{name: "off", opts: localcluster.SchedulerOptions{WithoutQuota: true}, wantBound: s.pods})
-				})
-			}
-			// Alternate which variant goes first from one -count round to the
-			// next, so that neither always runs on the fresher cluster.
-			if rounds[s]++; rounds[s]%2 == 1 {
-				on()
-				off()
-			} else {
-				off()
-				on()
-			}
+			on := variant{name: "on", opts: quotaOptions(b), wantBound: admitted, checkQuota: true}
+			off := variant{name: "off", opts: localcluster.SchedulerOptions{WithoutQuota: true}, wantBound: s.pods}
+			b.Run("plugin=on-vs-off", func(b *testing.B) {
+				b.StopTimer()
+				var onTotal, offTotal sample
+				for i := range b.N {
+					first, second, a, z := on, off, &onTotal, &offTotal
+					if (i+pairs[s])%2 == 1 {
+						first, second, a, z = off, on, &offTotal, &onTotal
+					}
+					add(a, measureOnce(b, c, s, first, i))
+					add(z, measureOnce(b, c, s, second, i))
+				}
+				pairs[s] += b.N
+				pods := float64(s.pods * b.N)
+				onRate, offRate := pods/onTotal.elapsed.Seconds(), pods/offTotal.elapsed.Seconds()
+				b.ReportMetric(onRate, "on-pods/s")
+				b.ReportMetric(offRate, "off-pods/s")
+				b.ReportMetric(onRate/offRate, "on/off")
+				b.ReportMetric(float64(onTotal.cpu.Microseconds())/pods, "cpu-us/pod-on")
+				b.ReportMetric(float64(offTotal.cpu.Microseconds())/pods, "cpu-us/pod-off")
+				b.ReportMetric(max(0, (onTotal.ext+offTotal.ext).Seconds()/(onTotal.elapsed+offTotal.elapsed).Seconds()), "ext-cores")
+			})
 		})
 	}
 }
 
-// rounds counts the -count rounds per size.
-var rounds = map[size]int{}
+// pairs counts the pairs measured per size, across -count rounds, so the
+// order keeps alternating.
+var pairs = map[size]int{}
+
+func add(total *sample, s sample) {
+	total.elapsed += s.elapsed
+	total.cpu += s.cpu
+	total.ext += s.ext
+}
 
 // BenchmarkSchedulerRefusals is plugin=on with a tree whose leaves admit 90% of
 // their pods: the refused 10% go through PreFilter's refusal message, the
@@ -158,100 +173,115 @@ var (
 	windowProfile = os.Getenv("BENCH_CPUPROFILE")
 )
 
+// sample is what one scheduling window measured.
+type sample struct {
+	elapsed, cpu, ext time.Duration
+}
+
+// measure runs b.N iterations of v and reports them.
 func measure(b *testing.B, c *localcluster.Cluster, s size, v variant) {
 	b.StopTimer()
-	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout+time.Duration(b.N)*(iterationTimeout+2*setupTimeout))
+	var total sample
+	for i := range b.N {
+		got := measureOnce(b, c, s, v, i)
+		total.elapsed += got.elapsed
+		total.cpu += got.cpu
+		total.ext += got.ext
+	}
+	pods := float64(s.pods * b.N)
+	b.ReportMetric(pods/total.elapsed.Seconds(), "pods/s")
+	b.ReportMetric(float64(total.cpu.Microseconds())/pods, "cpu-us/pod")
+	b.ReportMetric(max(0, total.ext.Seconds()/total.elapsed.Seconds()), "ext-cores")
+}
+
+// measureOnce creates the pods with the scheduler stopped, starts v's
+// scheduler and times from its start to the last pod settled, then deletes the
+// pods. The timer runs only in that window.
+func measureOnce(b *testing.B, c *localcluster.Cluster, s size, v variant, iteration int) sample {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), iterationTimeout+3*setupTimeout)
 	defer cancel()
 	c.StopScheduler()
 	if err := deletePods(ctx, c.Client, nil); err != nil {
 		b.Fatal(err)
 	}
-	var elapsed, cpu, ext time.Duration
-	for i := range b.N {
-		steps := newSteps()
-		rv, err := createPods(ctx, c.Client, s)
-		if err != nil {
-			b.Fatal(err)
-		}
-		steps.done("create pods")
-		iterCtx, iterCancel := context.WithTimeout(ctx, iterationTimeout)
-		w, err := watchSettled(iterCtx, c.Client, rv, s.pods, v.countRefused)
-		if err != nil {
-			iterCancel()
-			b.Fatal(err)
-		}
-		pprof.Do(ctx, pprof.Labels("bench", "scheduler"), func(ctx context.Context) {
-			err = c.StartScheduler(ctx, v.opts)
-		})
-		if err != nil {
-			iterCancel()
-			b.Fatal(err)
-		}
-		steps.done("start scheduler")
-		writes0, attempts0 := 0, map[string]int{}
-		if timeline {
-			writes0, attempts0 = treeStatusWrites(), scheduleAttempts()
-		}
-		stopProfile := startWindowProfile(b, i)
-		start, cpu0, busy0 := time.Now(), cpuTime(), busyCPU()
-		b.StartTimer()
-		<-w.done
-		b.StopTimer()
-		self := cpuTime() - cpu0
-		busy := busyCPU() - busy0
-		stopProfile()
-		cpu += self
-		ext += busy - self
-		iterCancel()
-		steps.done("schedule")
-		writes, attempts := 0, map[string]int{}
-		if timeline {
-			writes = treeStatusWrites() - writes0
-			for result, n := range scheduleAttempts() {
-				attempts[result] = n - attempts0[result]
-			}
-		}
-		if w.err != nil {
-			b.Fatalf("after %v: %d of %d pods bound, %d refused: %v; a refusal: %s",
-				time.Since(start).Round(time.Millisecond), w.bound.Len(), v.wantBound, w.refused.Len(), w.err,
-				refusalMessage(ctx, c.Client))
-		}
-		elapsed += w.at.Sub(start)
-		if w.bound.Len() != v.wantBound {
-			b.Fatalf("%d pods bound, want %d (%d refused)", w.bound.Len(), v.wantBound, w.refused.Len())
-		}
-		key := fmt.Sprintf("%+v/%s", s, v.name)
-		// The check reads status, which BENCH_STATUS_INTERVAL may hold back.
-		if v.checkQuota && !checkedQuota[key] && os.Getenv("BENCH_STATUS_INTERVAL") == "" {
-			want := *resource.NewMilliQuantity(int64(v.wantBound)*podCPU.MilliValue(), resource.DecimalSI)
-			size, err := waitRootCPUUsed(ctx, c, want)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if timeline {
-				b.Logf("the ElasticQuotaTree object with status is %d bytes of JSON", size)
-			}
-			checkedQuota[key] = true
-			steps.done("check quota status")
-		}
-		c.StopScheduler()
-		steps.done("stop scheduler")
-		if err := deletePods(ctx, c.Client, steps); err != nil {
-			b.Fatal(err)
-		}
-		if timeline {
-			deciles := ""
-			for _, t := range w.deciles {
-				deciles += " " + t.Sub(start).Round(time.Millisecond).String()
-			}
-			b.Logf("iteration %d: %s; settled 10%%..100%% at:%s; process %.2f cores, others %.2f cores; %d tree status writes; scheduling attempts %v",
-				i, steps, deciles, self.Seconds()/w.at.Sub(start).Seconds(), (busy-self).Seconds()/w.at.Sub(start).Seconds(), writes, attempts)
+	steps := newSteps()
+	rv, err := createPods(ctx, c.Client, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	steps.done("create pods")
+	iterCtx, iterCancel := context.WithTimeout(ctx, iterationTimeout)
+	defer iterCancel()
+	w, err := watchSettled(iterCtx, c.Client, rv, s.pods, v.countRefused)
+	if err != nil {
+		b.Fatal(err)
+	}
+	pprof.Do(ctx, pprof.Labels("bench", "scheduler"), func(ctx context.Context) {
+		err = c.StartScheduler(ctx, v.opts)
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	steps.done("start scheduler " + v.name)
+	writes0, attempts0 := 0, map[string]int{}
+	if timeline {
+		writes0, attempts0 = treeStatusWrites(), scheduleAttempts()
+	}
+	stopProfile := startWindowProfile(b, v.name, iteration)
+	start, cpu0, busy0 := time.Now(), cpuTime(), busyCPU()
+	b.StartTimer()
+	<-w.done
+	b.StopTimer()
+	self := cpuTime() - cpu0
+	busy := busyCPU() - busy0
+	stopProfile()
+	iterCancel()
+	steps.done("schedule")
+	writes, attempts := 0, map[string]int{}
+	if timeline {
+		writes = treeStatusWrites() - writes0
+		for result, n := range scheduleAttempts() {
+			attempts[result] = n - attempts0[result]
 		}
 	}
-	pods := float64(s.pods * b.N)
-	b.ReportMetric(pods/elapsed.Seconds(), "pods/s")
-	b.ReportMetric(float64(cpu.Microseconds())/pods, "cpu-us/pod")
-	b.ReportMetric(max(0, ext.Seconds()/elapsed.Seconds()), "ext-cores")
+	if w.err != nil {
+		b.Fatalf("after %v: %d of %d pods bound, %d refused: %v; a refusal: %s",
+			time.Since(start).Round(time.Millisecond), w.bound.Len(), v.wantBound, w.refused.Len(), w.err,
+			refusalMessage(ctx, c.Client))
+	}
+	if w.bound.Len() != v.wantBound {
+		b.Fatalf("%d pods bound, want %d (%d refused)", w.bound.Len(), v.wantBound, w.refused.Len())
+	}
+	key := fmt.Sprintf("%+v/%s", s, v.name)
+	// The check reads status, which BENCH_STATUS_INTERVAL may hold back.
+	if v.checkQuota && !checkedQuota[key] && os.Getenv("BENCH_STATUS_INTERVAL") == "" {
+		want := *resource.NewMilliQuantity(int64(v.wantBound)*podCPU.MilliValue(), resource.DecimalSI)
+		size, err := waitRootCPUUsed(ctx, c, want)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if timeline {
+			b.Logf("the ElasticQuotaTree object with status is %d bytes of JSON", size)
+		}
+		checkedQuota[key] = true
+		steps.done("check quota status")
+	}
+	c.StopScheduler()
+	steps.done("stop scheduler")
+	if err := deletePods(ctx, c.Client, steps); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := w.at.Sub(start)
+	if timeline {
+		deciles := ""
+		for _, t := range w.deciles {
+			deciles += " " + t.Sub(start).Round(time.Millisecond).String()
+		}
+		b.Logf("iteration %d: %s; settled 10%%..100%% at:%s; process %.2f cores, others %.2f cores; %d tree status writes; scheduling attempts %v",
+			iteration, steps, deciles, self.Seconds()/elapsed.Seconds(), (busy-self).Seconds()/elapsed.Seconds(), writes, attempts)
+	}
+	return sample{elapsed: elapsed, cpu: self, ext: busy - self}
 }
 
 // steps times the steps of an iteration for BENCH_TIMELINE.
@@ -275,11 +305,11 @@ func (s *steps) String() string { return strings.Join(s.took, ", ") }
 
 // startWindowProfile starts a CPU profile of one measured window when
 // BENCH_CPUPROFILE names a directory, and returns what stops it.
-func startWindowProfile(b *testing.B, iteration int) func() {
+func startWindowProfile(b *testing.B, variant string, iteration int) func() {
 	if windowProfile == "" {
 		return func() {}
 	}
-	name := strings.NewReplacer("/", "_", "=", "-").Replace(b.Name())
+	name := strings.NewReplacer("/", "_", "=", "-").Replace(b.Name() + "/" + variant)
 	f, err := os.Create(filepath.Join(windowProfile, fmt.Sprintf("%s-%d.pprof", name, iteration)))
 	if err != nil {
 		b.Fatal(err)
