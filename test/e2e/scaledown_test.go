@@ -177,12 +177,14 @@ func TestScaleDownKeepsGroupAtMinSize(t *testing.T) {
 
 // TestScaleDownKeepsTreeRootMin: a tree whose root min needs all current
 // allocatable keeps every node, and says why on the node and in the visibility
-// log.
+// log. The root min is what every node of the shared control plane offers,
+// since earlier tests may have left nodes of their own.
 func TestScaleDownKeepsTreeRootMin(t *testing.T) {
 	ctx := testContext(t)
 	ns := createNamespace(t, ctx, "")
 	a := startAutoscaler(t, ctx, scaleDownGroup(0), fastScaleDown)
 	nodes := growTo(t, ctx, a, ns, 2)
+	rootMin := clusterAllocatableCPU(t, ctx)
 	applyTree(t, ctx, []byte(fmt.Sprintf(`
 apiVersion: scheduling.sigs.k8s.io/v1beta1
 kind: ElasticQuotaTree
@@ -190,23 +192,23 @@ metadata: {name: elasticquotatree, namespace: kube-system}
 spec:
   root:
     name: root
-    min: {cpu: 8}
-    max: {cpu: 8}
+    min: {cpu: "%[2]s"}
+    max: {cpu: "%[2]s"}
     children:
-    - {name: team, namespaces: [%s], min: {cpu: 8}, max: {cpu: 8}}
-`, ns)))
+    - {name: team, namespaces: [%[1]s], min: {cpu: "%[2]s"}, max: {cpu: "%[2]s"}}
+`, ns, rootMin.String())))
 	// The scheduler reports the tree in force; the autoscaler's informer may
 	// still lag, and an emptied node it judged without the tree would go.
 	waitFor(t, ctx, "the autoscaler to see the tree's root min", func(context.Context) error {
-		if got := a.RootMin(); got.Cpu().Cmp(resource.MustParse("8")) != 0 {
+		if got := a.RootMin(); got.Cpu().Cmp(rootMin) != 0 {
 			return fmt.Errorf("root min %v", got)
 		}
 		return nil
 	})
 	emptied := nodeOf(t, ctx, ns, "keeper-0")
 	deletePod(t, ctx, ns, "keeper-0")
-	a.keptFor(t, ctx, emptied, "no.scale.down.node.ElasticQuotaTreeRootMin",
-		"removing the node would leave cpu allocatable 4, below the ElasticQuotaTree root min 8")
+	belowMin := "below the ElasticQuotaTree root min " + rootMin.String()
+	a.keptFor(t, ctx, emptied, "no.scale.down.node.ElasticQuotaTreeRootMin", "removing the node would leave cpu allocatable", belowMin)
 	if diff := cmp.Diff(nodes, groupNodes(t, ctx)); diff != "" {
 		t.Fatalf("a node the tree's root min needs was removed (-want +got):\n%s", diff)
 	}
@@ -216,12 +218,27 @@ spec:
 			return err
 		}
 		for _, e := range events.Items {
-			if strings.Contains(e.Message, "below the ElasticQuotaTree root min 8") {
+			if strings.Contains(e.Message, belowMin) {
 				return nil
 			}
 		}
 		return fmt.Errorf("%d NoScaleDown events, none about the root min", len(events.Items))
 	})
+}
+
+// clusterAllocatableCPU sums the allocatable cpu of every node, as scale-down
+// does when it keeps the tree's root min.
+func clusterAllocatableCPU(t *testing.T, ctx context.Context) resource.Quantity {
+	t.Helper()
+	list, err := cluster.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := resource.Quantity{}
+	for _, n := range list.Items {
+		total.Add(n.Status.Allocatable[corev1.ResourceCPU])
+	}
+	return total
 }
 
 // TestScaleDownRollsBackTaintOnFailedDrain: a pod that never terminates (held by
