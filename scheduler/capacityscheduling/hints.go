@@ -4,7 +4,6 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -22,10 +21,8 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodRelease},
 		// A node joining or relabelled may carry a flavor's labels.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}, QueueingHintFn: p.isSchedulableAfterNodeChange},
-		// A new tree or flavor changes every decision. The tree's status, which
-		// this plugin writes every few seconds, changes none.
-		{Event: fwk.ClusterEvent{Resource: fwk.EventResource(treesResource.Resource + "." + treesResource.Version + "." + treesResource.Group), ActionType: fwk.All},
-			QueueingHintFn: isSchedulableAfterTreeChange},
+		// A new tree or flavor changes every decision.
+		{Event: fwk.ClusterEvent{Resource: fwk.EventResource(treesResource.Resource + "." + treesResource.Version + "." + treesResource.Group), ActionType: fwk.All}},
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource(flavorsResource.Resource + "." + flavorsResource.Version + "." + flavorsResource.Group), ActionType: fwk.All}},
 	}, nil
 }
@@ -107,21 +104,6 @@ func (p *Plugin) isSchedulableAfterNodeChange(_ klog.Logger, pending *corev1.Pod
 		if node.Labels[k] != v {
 			return fwk.QueueSkip, nil
 		}
-	}
-	return fwk.Queue, nil
-}
-
-// isSchedulableAfterTreeChange requeues on a new, deleted or re-specified tree,
-// and skips status-only updates, whose generation is unchanged: otherwise every
-// status write would requeue every pod the tree refused.
-func isSchedulableAfterTreeChange(_ klog.Logger, _ *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	oldTree, oldErr := meta.Accessor(oldObj)
-	newTree, newErr := meta.Accessor(newObj)
-	if oldObj == nil || newObj == nil || oldErr != nil || newErr != nil {
-		return fwk.Queue, nil
-	}
-	if oldTree.GetUID() == newTree.GetUID() && oldTree.GetGeneration() == newTree.GetGeneration() {
-		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
 }
