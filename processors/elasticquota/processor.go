@@ -53,21 +53,15 @@ func New(trees cache.Store, pods corelisters.PodLister) *Processor {
 // Process keeps the pods their quota admits and refuses the rest, with CA-style
 // reasons and the numbers behind them.
 func (p *Processor) Process(ctx context.Context, _ *processors.LoopContext, pending []*corev1.Pod) ([]*corev1.Pod, []processors.RefusedPod, error) {
-	tree, err := p.liveTree(ctx)
+	tree, nominated, err := p.liveTree(ctx)
 	if err != nil || tree == nil {
 		return pending, nil, err
 	}
 	scratch := tree.Scratch()
 	// The pods a reclaim is making room for take their quota first: they are
 	// placed as soon as the victims are gone.
-	all, err := p.pods.List(labels.Everything())
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing pods: %w", err)
-	}
-	for _, pod := range all {
-		if pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil {
-			scratch.Add(pod.Namespace, resources.PodRequests(pod))
-		}
+	for _, pod := range nominated {
+		scratch.Add(pod.Namespace, resources.PodRequests(pod))
 	}
 	ordered := append([]*corev1.Pod(nil), pending...)
 	sort.SliceStable(ordered, func(i, j int) bool { return admissionOrder(ordered[i], ordered[j]) })
@@ -114,41 +108,42 @@ func priority(p *corev1.Pod) int32 {
 	return 0
 }
 
-// liveTree is the tree in force, charged with the pods bound right now. The tree
-// in force is chosen as the scheduler chooses it: the oldest tree in kube-system.
-func (p *Processor) liveTree(ctx context.Context) (*elastic.Tree, error) {
+// liveTree is the tree in force, chosen as the scheduler chooses it, charged
+// with the pods bound right now; and the pending pods a reclaim nominated, from
+// the same pass over the pods.
+func (p *Processor) liveTree(ctx context.Context) (*elastic.Tree, []*corev1.Pod, error) {
 	spec := p.treeInForce(ctx)
 	if spec == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	tree, err := elastic.Build(spec)
 	if err != nil {
-		return nil, fmt.Errorf("building ElasticQuotaTree %s/%s: %w", spec.Namespace, spec.Name, err)
+		return nil, nil, fmt.Errorf("building ElasticQuotaTree %s/%s: %w", spec.Namespace, spec.Name, err)
 	}
 	pods, err := p.pods.List(labels.Everything())
 	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
+		return nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
+	var nominated []*corev1.Pod
 	for _, pod := range pods {
-		if pod.Spec.NodeName != "" {
+		switch {
+		case pod.Spec.NodeName != "":
 			tree.AddPod(pod)
+		case pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil:
+			nominated = append(nominated, pod)
 		}
 	}
-	return tree, nil
+	return tree, nominated, nil
 }
 
 func (p *Processor) treeInForce(ctx context.Context) *schedulingv1beta1.ElasticQuotaTree {
-	var oldest *schedulingv1beta1.ElasticQuotaTree
+	var trees []*schedulingv1beta1.ElasticQuotaTree
 	for _, obj := range p.trees.List() {
-		t, ok := obj.(*schedulingv1beta1.ElasticQuotaTree)
-		if !ok || t.Namespace != schedulingv1beta1.EnforcedNamespace {
-			continue
-		}
-		if oldest == nil || t.CreationTimestamp.Before(&oldest.CreationTimestamp) ||
-			(t.CreationTimestamp.Equal(&oldest.CreationTimestamp) && t.Name < oldest.Name) {
-			oldest = t
+		if t, ok := obj.(*schedulingv1beta1.ElasticQuotaTree); ok {
+			trees = append(trees, t)
 		}
 	}
+	oldest := elastic.InForce(trees)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if oldest == nil {

@@ -59,14 +59,8 @@ func (c *quotaCache) syncTreesLocked(logger klog.Logger, trees []*schedulingv1be
 		lc.decisions = map[string]treeDecision{}
 		lc.announced = map[generationRef]bool{}
 	}
-	sort.Slice(trees, func(i, j int) bool { return olderFirst(trees[i], trees[j]) })
-	var chosen *schedulingv1beta1.ElasticQuotaTree
-	for _, t := range trees {
-		if t.Namespace == schedulingv1beta1.EnforcedNamespace {
-			chosen = t
-			break
-		}
-	}
+	sort.Slice(trees, func(i, j int) bool { return elastic.OlderFirst(trees[i], trees[j]) })
+	chosen := elastic.InForce(trees)
 
 	var events []treeEvent
 	decisions := make(map[string]treeDecision, len(trees))
@@ -171,14 +165,4 @@ func validCondition(d treeDecision) metav1.Condition {
 	}
 	return metav1.Condition{Type: schedulingv1beta1.ConditionValid, Status: metav1.ConditionFalse,
 		Reason: schedulingv1beta1.ReasonInvalid, Message: d.problems}
-}
-
-func olderFirst(a, b *schedulingv1beta1.ElasticQuotaTree) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
 }

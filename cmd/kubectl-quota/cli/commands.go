@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quotascale/quotascale/cmd/kubectl-quota/internal/report"
+	"github.com/quotascale/quotascale/quota/elastic"
 )
 
 func newExplainCommand(o *options) *cobra.Command {
@@ -74,7 +75,7 @@ func (o *options) explain(cmd *cobra.Command, name string, top int) error {
 		return fmt.Errorf("reading pod %s/%s: %w", r.namespace, name, err)
 	}
 	r.trees(ctx, false)
-	if report.InForce(r.snap.Trees) != nil {
+	if elastic.InForce(r.snap.Trees) != nil {
 		r.boundPods(ctx)
 	}
 	if pod.Spec.NodeName == "" {
@@ -103,7 +104,7 @@ describe the current generation, else summed from the bound pods.`,
 				return err
 			}
 			r.trees(cmd.Context(), all)
-			if report.InForce(r.snap.Trees) != nil {
+			if elastic.InForce(r.snap.Trees) != nil {
 				r.boundPods(cmd.Context())
 			}
 			t := report.Tree(r.snap)

@@ -38,7 +38,7 @@ func Explain(s Snapshot, pod *corev1.Pod, top int) PodExplanation {
 		q := requests[name]
 		out.Requests[string(name)] = q.String()
 	}
-	if tree := InForce(s.Trees); tree != nil {
+	if tree := elastic.InForce(s.Trees); tree != nil {
 		m, err := newModel(tree, s.Pods)
 		if err != nil {
 			out.Notes = append(out.Notes, err.Error())

@@ -15,31 +15,6 @@ import (
 	"github.com/quotascale/quotascale/quota/resources"
 )
 
-// InForce is the tree the scheduler enforces: the oldest in kube-system, as the
-// scheduler picks it. Nil when there is none.
-func InForce(trees []*schedulingv1beta1.ElasticQuotaTree) *schedulingv1beta1.ElasticQuotaTree {
-	var chosen *schedulingv1beta1.ElasticQuotaTree
-	for _, t := range trees {
-		if t == nil || t.Namespace != schedulingv1beta1.EnforcedNamespace {
-			continue
-		}
-		if chosen == nil || olderFirst(t, chosen) {
-			chosen = t
-		}
-	}
-	return chosen
-}
-
-func olderFirst(a, b *schedulingv1beta1.ElasticQuotaTree) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	return a.Name < b.Name
-}
-
 // model is the tree in force charged with its usage.
 type model struct {
 	object string

@@ -16,7 +16,7 @@ import (
 // nothing.
 func Tree(s Snapshot) TreeReport {
 	out := TreeReport{Kind: "TreeReport", APIVersion: APIVersion, Trees: []TreeView{}, Notes: s.Notes}
-	inForce := InForce(s.Trees)
+	inForce := elastic.InForce(s.Trees)
 	trees := slices.DeleteFunc(slices.Clone(s.Trees), func(t *schedulingv1beta1.ElasticQuotaTree) bool { return t == nil })
 	slices.SortFunc(trees, func(a, b *schedulingv1beta1.ElasticQuotaTree) int {
 		switch {

@@ -10,30 +10,6 @@ import (
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 )
 
-func TestInForce(t *testing.T) {
-	tree := func(namespace, name string, age time.Duration) *schedulingv1beta1.ElasticQuotaTree {
-		return &schedulingv1beta1.ElasticQuotaTree{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, CreationTimestamp: ago(age)}}
-	}
-	older, newer := tree("kube-system", "b", 2*time.Hour), tree("kube-system", "a", time.Hour)
-	elsewhere := tree("team", "oldest", 3*time.Hour)
-	sameAgeA, sameAgeB := tree("kube-system", "a", time.Hour), tree("kube-system", "b", time.Hour)
-	tests := []struct {
-		name  string
-		trees []*schedulingv1beta1.ElasticQuotaTree
-		want  *schedulingv1beta1.ElasticQuotaTree
-	}{
-		{"none", nil, nil},
-		{"only kube-system counts", treesOf(elsewhere), nil},
-		{"the oldest in kube-system", treesOf(newer, elsewhere, nil, older), older},
-		{"same age: by name", treesOf(sameAgeB, sameAgeA), sameAgeA},
-	}
-	for _, tt := range tests {
-		if got := InForce(tt.trees); got != tt.want {
-			t.Errorf("%s: InForce = %v, want %v", tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestTreeReport(t *testing.T) {
 	inForce := withStatus(t, seedTree(t), replicaPods("namespace1", "nginx1", 4, "5", "seed-1", time.Minute))
 	ignored := &schedulingv1beta1.ElasticQuotaTree{
