@@ -29,6 +29,9 @@ func FuzzFlags(f *testing.F) {
 		"--leader-elect=false\n--help",
 		"-h",
 		"--\n--cores-total=1:1",
+		"--scale-down-utilization-threshold=NaN",
+		"--memory-total=0:8589934592",
+		"--memory-total=8589934592:8589934592",
 	} {
 		f.Add(seed)
 	}
@@ -50,9 +53,6 @@ func FuzzFlags(f *testing.F) {
 			}
 			return
 		}
-		if math.IsNaN(o.ScaleDownUtilizationThreshold) {
-			t.Skip("known product bug: Validate accepts a NaN --scale-down-utilization-threshold")
-		}
 		if !(o.ScaleDownUtilizationThreshold >= 0 && o.ScaleDownUtilizationThreshold <= 1) {
 			t.Fatalf("--scale-down-utilization-threshold accepted as %v", o.ScaleDownUtilizationThreshold)
 		}
@@ -71,11 +71,7 @@ func FuzzFlags(f *testing.F) {
 			lo, hi, _ := strings.Cut(given, ":")
 			wantMin, wantMax := scaled(lo, r.unit), scaled(hi, r.unit)
 			if !wantMin.IsInt64() || !wantMax.IsInt64() {
-				// Reported as a product bug: rangeValue.Set multiplies by the
-				// unit without an overflow check, so --memory-total=0:8589934592
-				// is accepted as a max of math.MinInt64. Skipped so fuzzing
-				// goes on looking for other bugs; remove once fixed.
-				t.Skipf("known product bug: --%s=%s overflows int64 and is accepted as %d:%d", r.flag, given, r.min, r.max)
+				t.Fatalf("--%s=%s overflows int64 and is accepted as %d:%d", r.flag, given, r.min, r.max)
 			}
 			if wantMin.Int64() != r.min || wantMax.Int64() != r.max {
 				t.Fatalf("--%s=%s accepted as %d:%d, want %s:%s", r.flag, given, r.min, r.max, wantMin, wantMax)

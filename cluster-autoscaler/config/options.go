@@ -4,6 +4,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -160,7 +161,8 @@ func (o *Options) Validate() error {
 		problems = append(problems, fmt.Sprintf("--initial-node-group-backoff-duration (%s) must be positive and at most --max-node-group-backoff-duration (%s)",
 			o.InitialNodeGroupBackoffDuration, o.MaxNodeGroupBackoffDuration))
 	}
-	if o.ScaleDownUtilizationThreshold < 0 || o.ScaleDownUtilizationThreshold > 1 {
+	// Written so that NaN, which compares false with everything, is refused too.
+	if !(o.ScaleDownUtilizationThreshold >= 0 && o.ScaleDownUtilizationThreshold <= 1) {
 		problems = append(problems, fmt.Sprintf("--scale-down-utilization-threshold must be between 0 and 1, got %g", o.ScaleDownUtilizationThreshold))
 	}
 	if o.MaxEmptyBulkDelete < 0 || o.MaxGracefulTerminationSec < 0 {
@@ -197,6 +199,9 @@ func (r *rangeValue) String() string {
 	return fmt.Sprintf("%d:%d", *r.min/r.unit, *r.max/r.unit)
 }
 
+// Set writes both bounds or, on any error, neither. A bound whose value in
+// bytes would not fit an int64 is refused: wrapped around, it would turn the
+// cluster-wide limit negative and void it.
 func (r *rangeValue) Set(s string) error {
 	lo, hi, ok := strings.Cut(s, ":")
 	if !ok {
@@ -212,6 +217,9 @@ func (r *rangeValue) Set(s string) error {
 	}
 	if minV < 0 || maxV < minV {
 		return fmt.Errorf("%q: want 0 <= min <= max", s)
+	}
+	if limit := math.MaxInt64 / r.unit; maxV > limit {
+		return fmt.Errorf("%q: max is above %d", s, limit)
 	}
 	*r.min, *r.max = minV*r.unit, maxV*r.unit
 	return nil

@@ -64,6 +64,15 @@ func TestBadFlagsTable(t *testing.T) {
 		},
 		{name: "memory-total beyond int64", args: []string{"--memory-total=0:99999999999999999999"},
 			parseErr: `invalid argument "0:99999999999999999999" for "--memory-total" flag: "0:99999999999999999999": max is not an integer`, unchanged: true},
+		{
+			// Regression (fuzzing): the max in bytes wrapped around to a
+			// negative limit, which voided the cluster-wide quota and with it
+			// --max-nodes-total.
+			name: "memory-total max overflows in bytes", args: []string{"--memory-total=0:8589934592"},
+			parseErr: `invalid argument "0:8589934592" for "--memory-total" flag: "0:8589934592": max is above 8589934591`, unchanged: true,
+		},
+		{name: "memory-total both bounds overflow", args: []string{"--memory-total=9223372036854775807:9223372036854775807"},
+			parseErr: `invalid argument "9223372036854775807:9223372036854775807" for "--memory-total" flag: "9223372036854775807:9223372036854775807": max is above 8589934591`, unchanged: true},
 		{name: "threshold not a number", args: []string{"--scale-down-utilization-threshold=half"},
 			parseErr: `invalid argument "half" for "--scale-down-utilization-threshold" flag: strconv.ParseFloat: parsing "half": invalid syntax`},
 		{name: "duration without a unit", args: []string{"--scan-interval=10"},
@@ -89,6 +98,12 @@ func TestBadFlagsTable(t *testing.T) {
 			validErr: "invalid options: --scale-down-utilization-threshold must be between 0 and 1, got 1.5"},
 		{name: "threshold negative", args: []string{"--scale-down-utilization-threshold=-0.1"},
 			validErr: "invalid options: --scale-down-utilization-threshold must be between 0 and 1, got -0.1"},
+		{
+			// Regression (fuzzing): NaN compared false with both bounds and
+			// passed.
+			name: "threshold NaN", args: []string{"--scale-down-utilization-threshold=NaN"},
+			validErr: "invalid options: --scale-down-utilization-threshold must be between 0 and 1, got NaN",
+		},
 		{name: "threshold infinite", args: []string{"--scale-down-utilization-threshold=+Inf"},
 			validErr: "invalid options: --scale-down-utilization-threshold must be between 0 and 1, got +Inf"},
 		{name: "zero scan interval", args: []string{"--scan-interval=0s"},
@@ -151,6 +166,14 @@ func TestGoodFlags(t *testing.T) {
 	got := [4]int64{o.MinCoresTotal, o.MaxCoresTotal, o.MinMemoryTotal, o.MaxMemoryTotal}
 	if want := [4]int64{2, 64, 4 << 30, 256 << 30}; got != want {
 		t.Errorf("ranges = %v, want %v", got, want)
+	}
+	// The largest memory max that fits in bytes is taken exactly.
+	largest, parseErr, validErr := parse([]string{"--memory-total=8589934591:8589934591"})
+	if parseErr != nil || validErr != nil {
+		t.Fatalf("parse: %v, validate: %v", parseErr, validErr)
+	}
+	if want := int64(8589934591) << 30; largest.MinMemoryTotal != want || largest.MaxMemoryTotal != want {
+		t.Errorf("--memory-total=8589934591:8589934591 = %d:%d bytes, want %d both", largest.MinMemoryTotal, largest.MaxMemoryTotal, want)
 	}
 	if o.CloudProviderName != "clusterapi" || o.KwokState != "ns/name" || o.ScanInterval != time.Second {
 		t.Errorf("options = %+v", o)
