@@ -6,11 +6,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/spf13/pflag"
+	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
@@ -22,37 +25,45 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(args []string) error {
 	opts := config.Defaults()
 	cmdline := app.NewCommandLine(&opts)
-	if err := cmdline.FlagSet.Parse(os.Args[1:]); err != nil {
+	warnings, err := cmdline.Parse(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		return nil // the usage is printed; as upstream, asking for it is no failure
+	}
+	if err != nil {
 		return err
 	}
 	if *cmdline.ShowVersion {
 		fmt.Println("cluster-autoscaler", version.String())
 		return nil
 	}
-	if err := logsapi.ValidateAndApply(cmdline.Logging, nil); err != nil {
+	logOpts, err := cmdline.LoggingOptions()
+	if err != nil {
+		return err
+	}
+	if err := logsapi.ValidateAndApplyWithOptions(cmdline.Logging, logOpts, cmdline.FeatureGate); err != nil {
 		return fmt.Errorf("logging: %w", err)
 	}
 	defer logs.FlushLogs()
-	if err := opts.Validate(); err != nil {
-		return err
-	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := klog.FromContext(ctx).WithName(app.Component)
 	ctx = klog.NewContext(ctx, logger)
-	restConfig, err := clientcmd.BuildConfigFromFlags("", opts.Kubeconfig)
+	for _, w := range warnings {
+		klog.Warning(w) // at warning severity, which the contextual logger lacks
+	}
+	restConfig, err := restConfig(opts)
 	if err != nil {
-		return fmt.Errorf("--kubeconfig: %w", err)
+		return err
 	}
 	logger.Info("Starting", "version", version.String(), "cloudProvider", opts.CloudProviderName)
 	process := app.NewProcess(opts)
@@ -73,4 +84,18 @@ func run() error {
 		return err
 	}
 	return runErr
+}
+
+// restConfig is the connection to the cluster, as upstream builds it from
+// --kubernetes, --kubeconfig and the client flags. Clients of custom resources
+// (dynamic clients) send JSON whatever --kube-api-content-type says.
+func restConfig(opts config.Options) (*restclient.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags(opts.Master, opts.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig: %w", err)
+	}
+	cfg.ContentType = opts.KubeAPIContentType
+	cfg.QPS = float32(opts.KubeClientQPS)
+	cfg.Burst = opts.KubeClientBurst
+	return cfg, nil
 }

@@ -16,8 +16,8 @@ import (
 )
 
 // RunWithLeaderElection runs lead (building and looping the autoscaler) only
-// while this replica holds the cluster-autoscaler lease, as upstream's
-// --leader-elect does. Losing the lease cancels lead's context; it then waits to
+// while this replica holds the --leader-elect-resource-name lease, as
+// upstream's --leader-elect does. Losing the lease cancels lead's context; it then waits to
 // lead again, so a replica that lost the lease can take over later.
 func RunWithLeaderElection(ctx context.Context, opts config.Options, restConfig *restclient.Config, lead func(ctx context.Context)) error {
 	if !opts.LeaderElect {
@@ -29,7 +29,7 @@ func RunWithLeaderElection(ctx context.Context, opts config.Options, restConfig 
 		return fmt.Errorf("leader election client: %w", err)
 	}
 	host, _ := os.Hostname()
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, opts.Namespace, Component,
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, opts.Namespace, opts.LeaderElectResourceName,
 		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
 	if err != nil {
 		return fmt.Errorf("leader lock: %w", err)

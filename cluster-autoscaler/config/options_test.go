@@ -8,19 +8,23 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 )
 
-// parse runs args through a fresh flag set over the defaults, the way main does,
-// and returns the options, the flag parsing error and Validate's error.
+// parse runs args through a fresh flag set over the defaults, the way main does
+// (without the logging flags, which app.NewCommandLine adds), and returns the
+// options, the flag parsing error and the errors of CheckFlags and Validate.
 func parse(args []string) (Options, error, error) {
 	o := Defaults()
 	fs := pflag.NewFlagSet("cluster-autoscaler", pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
 	o.AddFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err, nil
 	}
-	return o, nil, o.Validate()
+	_, err := CheckFlags(fs)
+	return o, nil, errors.Join(err, o.Validate())
 }
 
 func errText(err error) string {

@@ -11,7 +11,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -19,8 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/component-base/logs"
-	logsapi "k8s.io/component-base/logs/api/v1"
 	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	schedulervalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
@@ -28,6 +25,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/quotascale/quotascale/cloudprovider/kwok"
+	"github.com/quotascale/quotascale/cluster-autoscaler/app"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/scheduler/capacityscheduling"
 )
@@ -230,8 +228,8 @@ func checkChartReplicas(t *testing.T, r *chartRendering, want chartWant) {
 	}
 }
 
-// checkAutoscaler parses the autoscaler's command line with the flag set of
-// cluster-autoscaler/main.go, validates it as the binary does, and parses the
+// checkAutoscaler parses the autoscaler's command line as cluster-autoscaler/main.go
+// does (refusals and validation included), and parses the
 // kwok config it points at with the kwok provider's parser.
 func checkChartAutoscaler(t *testing.T, r *chartRendering, want chartWant) {
 	t.Helper()
@@ -250,19 +248,12 @@ func checkChartAutoscaler(t *testing.T, r *chartRendering, want chartWant) {
 		t.Errorf("command (-want +got):\n%s", diff)
 	}
 	opts := config.Defaults()
-	fs := pflag.NewFlagSet("cluster-autoscaler", pflag.ContinueOnError)
-	opts.AddFlags(fs)
-	logsapi.AddFlags(logsapi.NewLoggingConfiguration(), fs)
-	fs.Bool("version", false, "")
-	logs.AddFlags(fs)
-	if err := fs.Parse(c.Args); err != nil {
-		t.Fatalf("the autoscaler's flags %q do not parse: %v", c.Args, err)
+	warnings, err := app.NewCommandLine(&opts).Parse(c.Args)
+	if err != nil {
+		t.Fatalf("the autoscaler's flags %q are refused: %v", c.Args, err)
 	}
-	if len(fs.Args()) > 0 {
-		t.Errorf("positional arguments %q", fs.Args())
-	}
-	if err := opts.Validate(); err != nil {
-		t.Errorf("the autoscaler's flags are invalid: %v", err)
+	if len(warnings) > 0 {
+		t.Errorf("the autoscaler's flags %q set flags that have no effect: %q", c.Args, warnings)
 	}
 	got := chartAutoscalerFlags{CloudProvider: opts.CloudProviderName, CloudConfig: opts.CloudConfig, Namespace: opts.Namespace,
 		KwokState: opts.KwokState, Address: opts.Address, LeaderElect: opts.LeaderElect, ScanInterval: opts.ScanInterval}

@@ -1,0 +1,24 @@
+package config
+
+// quotascaleFlags: Quotascale's own flags, which upstream's binary does not
+// have.
+var quotascaleFlags = []Flag{
+	{Name: "elastic-quota-enabled", Type: "bool", Own: true, Treatment: Implemented,
+		Usage: "Trigger no scale-up for pods their ElasticQuotaTree (scheduling.sigs.k8s.io/v1beta1) will not admit, honour its ResourceFlavors in the simulation, and keep the tree root's min allocatable on scale-down.",
+		Field: func(o *Options) any { return &o.ElasticQuotaEnabled }},
+	{Name: "visibility-log-file", Type: "string", Own: true, Treatment: Implemented,
+		Usage: "File the visibility log (one JSON decision per line) is appended to; empty means stdout.",
+		Field: func(o *Options) any { return &o.VisibilityLogFile }},
+	{Name: "max-stale-data", Type: "duration", Own: true, Treatment: Implemented,
+		Usage: "Scale nothing while the API server has been unreachable for longer than this.",
+		Field: func(o *Options) any { return &o.StaleDataBound }},
+	{Name: "kwok-state-configmap", Type: "string", Own: true, Treatment: Implemented,
+		Usage: "With --cloud-provider=kwok, the ConfigMap (NAMESPACE/NAME) where the kwok cloud keeps its instances.",
+		Field: func(o *Options) any { return &o.KwokState }},
+	{Name: "max-empty-bulk-delete", Type: "int", Own: true, Treatment: Implemented,
+		Usage: "Most empty nodes removed at once.",
+		Why:   "upstream removed this flag in favour of --max-scale-down-parallelism",
+		Field: func(o *Options) any { return &o.MaxEmptyBulkDelete }},
+	{Name: "version", Type: "bool", Own: true, Treatment: Implemented, By: ByCommandLine,
+		Usage: "Print the version and exit."},
+}
