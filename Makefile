@@ -47,7 +47,8 @@ lint:
 	$(GO) vet ./...
 
 ## generate: deepcopy functions and CRD manifests (apis/crds) from the API types,
-## the chart's copy of the CRDs, and the flags reference (docs/flags.md)
+## the chart's copy of the CRDs, the flags reference (docs/flags.md) and the flag
+## tables of docs/migrating-from-upstream.md
 generate:
 	$(GO) run ./hack/codegen/cmd/generate
 	rm -f charts/quotascale/crds/*.yaml

@@ -1,5 +1,6 @@
-// Command flagsdoc writes docs/flags.md from the binaries' flag sets. Run it
-// from the repository root, or through `make generate`.
+// Command flagsdoc writes docs/flags.md from the binaries' flag sets, and the
+// flag tables of docs/migrating-from-upstream.md from the autoscaler's flag
+// table. Run it from the repository root, or through `make generate`.
 package main
 
 import (
@@ -10,8 +11,23 @@ import (
 )
 
 func main() {
-	if err := os.WriteFile(flagsdoc.Path, flagsdoc.Render(), 0o644); err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+}
+
+func run() error {
+	if err := os.WriteFile(flagsdoc.Path, flagsdoc.Render(), 0o644); err != nil {
+		return err
+	}
+	doc, err := os.ReadFile(flagsdoc.MigrationPath)
+	if err != nil {
+		return err
+	}
+	doc, err = flagsdoc.RenderMigration(doc)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(flagsdoc.MigrationPath, doc, 0o644)
 }

@@ -13,8 +13,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/quotascale/quotascale/cluster-autoscaler/app"
-	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/cmd/kubectl-quota/cli"
 	"github.com/quotascale/quotascale/scheduler/command"
 )
@@ -35,10 +33,7 @@ A test fails when this file is stale.
 - [kubectl-quota](#kubectl-quota)
 
 `)
-	opts := config.Defaults()
-	b.WriteString("## cluster-autoscaler\n\n")
-	b.WriteString("Flag names follow the upstream cluster autoscaler's where a flag exists there; see\n[migrating from upstream](migrating-from-upstream.md).\n\n")
-	table(&b, app.NewCommandLine(&opts).FlagSet)
+	renderAutoscaler(&b)
 
 	b.WriteString("## kube-scheduler\n\n")
 	b.WriteString("The upstream kube-scheduler command with the CapacityScheduling plugin registered; its flags\nare upstream's. Configure the plugin in the `--config` file ([sample](scheduler-config.yaml)).\n\n")
@@ -89,15 +84,7 @@ func table(b *bytes.Buffer, fs *pflag.FlagSet) {
 		if f.Hidden {
 			return
 		}
-		varname, usage := pflag.UnquoteUsage(f)
-		name := "`--" + f.Name
-		if varname != "" {
-			name += " " + varname
-		}
-		name += "`"
-		if f.Shorthand != "" {
-			name = "`-" + f.Shorthand + "`, " + name
-		}
+		_, usage := pflag.UnquoteUsage(f)
 		def := ""
 		if f.DefValue != "" && f.DefValue != "[]" {
 			def = "`" + machineIndependent(f.DefValue) + "`"
@@ -105,7 +92,7 @@ func table(b *bytes.Buffer, fs *pflag.FlagSet) {
 		if f.Deprecated != "" {
 			usage = "Deprecated: " + f.Deprecated + " " + usage
 		}
-		fmt.Fprintf(b, "| %s | %s | %s |\n", name, cell(def), cell(usage))
+		fmt.Fprintf(b, "| %s | %s | %s |\n", flagName(f), cell(def), cell(usage))
 	})
 	b.WriteString("\n")
 }
