@@ -92,10 +92,13 @@ func lastValue(args []string, flag string) (string, bool) {
 	value, found := "", false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
-		if name, v, ok := strings.Cut(a, "="); ok {
-			a = strings.ReplaceAll(name, "_", "-") + "=" + v
-		} else {
-			a = strings.ReplaceAll(a, "_", "-")
+		if strings.HasPrefix(a, "--") {
+			// Only a flag's name is normalized: "_-x" is an argument.
+			name, v, hasValue := strings.Cut(a[2:], "=")
+			a = "--" + strings.ReplaceAll(name, "_", "-")
+			if hasValue {
+				a += "=" + v
+			}
 		}
 		switch {
 		case a == "--":
