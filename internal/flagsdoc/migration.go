@@ -3,6 +3,7 @@ package flagsdoc
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/pflag"
 
@@ -63,6 +64,14 @@ func migrationTables(b *bytes.Buffer) {
 			}
 			return fmt.Sprintf("| `--%s` | %s | %s | %s |", f.Name, code(f.Upstream), code(f.Ours), cell(f.Why))
 		}, fs)
+	b.WriteString("### Implemented as upstream\n\n")
+	var plain []string
+	for _, f := range config.Flags() {
+		if !f.Own && f.Treatment == config.Implemented && f.Why == "" {
+			plain = append(plain, "`--"+f.Name+"`")
+		}
+	}
+	b.WriteString(wrap(strings.Join(plain, ", ")+".") + "\n\n")
 	section(b, "Implemented, with a difference", "These do what upstream's do, with the difference noted.", "| flag | difference |",
 		func(f *config.Flag, _ *pflag.Flag) string {
 			if f.Own || f.Treatment != config.Implemented || f.Why == "" || f.DefaultDiffers() {
@@ -115,4 +124,21 @@ func section(b *bytes.Buffer, title, intro, header string, row func(*config.Flag
 		}
 	}
 	b.WriteString("\n")
+}
+
+// wrap breaks text into lines of at most 100 characters, at spaces.
+func wrap(text string) string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		if line != "" && len(line)+1+len(word) > 100 {
+			lines = append(lines, line)
+			line = ""
+		}
+		if line != "" {
+			line += " "
+		}
+		line += word
+	}
+	return strings.Join(append(lines, line), "\n")
 }
