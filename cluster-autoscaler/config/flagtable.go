@@ -183,8 +183,8 @@ func placeholder(fs *pflag.FlagSet, f *Flag) {
 	default:
 		panic(fmt.Sprintf("flag --%s: no placeholder for type %q", f.Name, f.Type))
 	}
-	// Setting the default above marked the flag as changed and printed it as
-	// the default value only by accident; make both upstream's.
+	// fs.Set above marked the flag as set on the command line, and the default
+	// --help prints was taken before it; make it upstream's default, unset.
 	flag := fs.Lookup(f.Name)
 	flag.Changed = false
 	flag.DefValue = flag.Value.String()
