@@ -45,9 +45,13 @@ func (s *Set) AllowedDelta(template *corev1.Node, wanted int) (int, []Exceeded) 
 		nodeLabels = template.Labels
 	}
 	set := s.labelSetOf(nodeLabels)
-	perNode := s.perNode
-	s.loadCapacity(perNode, template)
-	want := int64(wanted)
+	s.loadCapacity(s.perNode, template)
+	k, exceeded := s.allowed(set, s.perNode, int64(wanted))
+	return int(k), exceeded
+}
+
+// allowed is AllowedDelta for a template of label set and capacity perNode.
+func (s *Set) allowed(set *labelSet, perNode resources.Vector, want int64) (int64, []Exceeded) {
 	k := want
 	for _, li := range set.limits {
 		l := &s.limits[li]
@@ -62,7 +66,7 @@ func (s *Set) AllowedDelta(template *corev1.Node, wanted int) (int, []Exceeded) 
 		}
 	}
 	if k == want {
-		return wanted, nil
+		return want, nil
 	}
 	var exceeded []Exceeded
 	next := k + 1
@@ -79,5 +83,5 @@ func (s *Set) AllowedDelta(template *corev1.Node, wanted int) (int, []Exceeded) 
 		last := &exceeded[len(exceeded)-1]
 		last.Resources = append(last.Resources, s.index.Name(l.dim))
 	}
-	return int(k), exceeded
+	return k, exceeded
 }

@@ -7,7 +7,10 @@
 // quota per loop. Nodes of one node group share the labels selectors look at,
 // so selector results are cached per distinct label set (projected onto the
 // label keys some selector references), and usage is kept incrementally as
-// nodes and upcoming node groups come and go.
+// nodes and upcoming node groups come and go. AllowedDeltaFor goes further:
+// it remembers each node group's answer and computes it again only when a
+// change could alter it, so a loop asking about every group costs about what
+// changed since the last loop.
 //
 // Units: cpu is counted in whole cores per node, rounded up (a node with
 // 1930m capacity counts as 2 cores), as the upstream autoscaler's resource

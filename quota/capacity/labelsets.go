@@ -39,8 +39,9 @@ func newLabelKeys(selectors []labels.Selector) labelKeys {
 // labelSet is one distinct projection and the limits of the valid quotas
 // that match it, computed once when the projection is first seen.
 type labelSet struct {
-	values []string // per labelKeys.names entry; absent when missing
-	limits []int    // positions in Set.limits: quotas in name order, resources sorted
+	values  []string  // per labelKeys.names entry; absent when missing
+	limits  []int     // positions in Set.limits: quotas in name order, resources sorted
+	answers []*answer // the node groups' remembered checks for this label set
 }
 
 // labelSetCache buckets label sets by a hash of their projected values;
@@ -85,6 +86,7 @@ func (s *Set) labelSetOf(nodeLabels map[string]string) *labelSet {
 	for i := range s.quotas {
 		if q := &s.quotas[i]; q.valid() && q.selector.Matches(projected) {
 			created.limits = append(created.limits, q.limits...)
+			q.matched = append(q.matched, created)
 		}
 	}
 	s.sets[hash] = append(s.sets[hash], created)

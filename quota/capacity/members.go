@@ -10,7 +10,7 @@ import (
 // adds to the quotas its labels match: count times capacity.
 type member struct {
 	object   *corev1.Node // kept to re-add on Rebuild; must not be mutated
-	set      *labelSet
+	set      *labelSet    // nil until first counted
 	capacity resources.Vector
 	count    int64
 	upcoming bool
@@ -24,7 +24,12 @@ func (s *Set) AddNode(node *corev1.Node) {
 	if node == nil {
 		return
 	}
-	s.nodes[node.Name] = s.replace(s.nodes[node.Name], node, 1, false)
+	m := s.nodes[node.Name]
+	if m == nil {
+		m = &member{capacity: s.index.Zero()}
+		s.nodes[node.Name] = m
+	}
+	s.replace(m, node, 1)
 }
 
 // UpdateNode is AddNode; it exists so informer handlers read naturally.
@@ -36,61 +41,77 @@ func (s *Set) RemoveNode(name string) bool {
 	if !ok {
 		return false
 	}
-	s.account(old, -1)
+	s.uncount(old)
 	delete(s.nodes, name)
 	return true
 }
 
 // SetUpcoming replaces what nodeGroup's not-yet-registered nodes count:
-// count copies of template (kept like AddNode's nodes: do not mutate it). Callers pass nodes still provisioning plus nodes
-// planned earlier in the same loop, so two scale-ups in one loop cannot both
-// spend the same headroom. A count of zero or less, or a nil template, clears
-// the group.
+// count copies of template (kept like AddNode's nodes: do not mutate it).
+// Callers pass nodes still provisioning plus nodes planned earlier in the same
+// loop, so two scale-ups in one loop cannot both spend the same headroom. A
+// count of zero or less clears the group's upcoming nodes; a nil template also
+// forgets the group's last check (see AllowedDeltaFor).
 func (s *Set) SetUpcoming(nodeGroup string, count int, template *corev1.Node) {
-	old, ok := s.groups[nodeGroup]
+	g := s.groups[nodeGroup]
 	if count <= 0 || template == nil {
-		if ok {
-			s.account(old, -1)
+		if g == nil {
+			return
+		}
+		if g.upcoming != nil {
+			s.uncount(g.upcoming)
+			g.upcoming = nil
+		}
+		if template == nil {
+			s.detach(&g.answer)
 			delete(s.groups, nodeGroup)
 		}
 		return
 	}
-	s.groups[nodeGroup] = s.replace(old, template, int64(count), true)
+	if g == nil {
+		g = s.newGroup(nodeGroup)
+	}
+	if g.upcoming == nil {
+		g.upcoming = &member{capacity: s.index.Zero(), upcoming: true}
+	}
+	s.replace(g.upcoming, template, int64(count))
 }
 
-// replace swaps m's contribution (m may be nil) for count copies of node,
-// reusing m's memory so a loop refreshing its groups does not allocate, and
-// skipping the label and capacity work when node is the object m already
-// holds (objects passed in are never mutated).
-func (s *Set) replace(m *member, node *corev1.Node, count int64, upcoming bool) *member {
-	if m == nil {
-		m = &member{capacity: s.index.Zero()}
+// replace makes m count count copies of node. A new object with the labels
+// and capacity m already counts, the same count too, changes nothing: nodes
+// and templates are often rebuilt unchanged. Otherwise each limit moves once,
+// by the difference, so no check is forgotten for an intermediate state.
+func (s *Set) replace(m *member, node *corev1.Node, count int64) {
+	set, capacity := m.set, m.capacity
+	if m.object != node {
+		set, capacity = s.labelSetOf(node.Labels), s.perNode
+		s.loadCapacity(capacity, node)
+	}
+	m.object = node
+	if set == m.set {
+		if count == m.count && capacity.Equal(m.capacity) {
+			return
+		}
+		for _, li := range set.limits {
+			dim := s.limits[li].dim
+			s.shift(li, m.upcoming, resources.SaturatingMul(m.capacity[dim], m.count), resources.SaturatingMul(capacity[dim], count))
+		}
 	} else {
-		s.account(m, -1)
+		if m.set != nil {
+			s.uncount(m)
+		}
+		for _, li := range set.limits {
+			s.shift(li, m.upcoming, 0, resources.SaturatingMul(capacity[s.limits[li].dim], count))
+		}
 	}
-	if m.object != node { // same object, same labels and capacity: see AddNode
-		m.object, m.set = node, s.labelSetOf(node.Labels)
-		s.loadCapacity(m.capacity, node)
-	}
-	m.count, m.upcoming = count, upcoming
-	s.account(m, 1)
-	return m
+	m.set, m.count = set, count
+	copy(m.capacity, capacity)
 }
 
-// account adds (sign 1) or removes (sign -1) m's contribution.
-func (s *Set) account(m *member, sign int) {
+// uncount removes m's contribution.
+func (s *Set) uncount(m *member) {
 	for _, li := range m.set.limits {
-		l := &s.limits[li]
-		target := &l.registered
-		if m.upcoming {
-			target = &l.upcoming
-		}
-		amount := resources.SaturatingMul(m.capacity[l.dim], m.count)
-		if sign > 0 {
-			*target = resources.SaturatingAdd(*target, amount)
-		} else {
-			*target = resources.FlooredSub(*target, amount)
-		}
+		s.shift(li, m.upcoming, resources.SaturatingMul(m.capacity[s.limits[li].dim], m.count), 0)
 	}
 }
 

@@ -98,6 +98,67 @@ func perNodeAmount(n *corev1.Node, r string) int64 {
 
 func limitAmount(q resource.Quantity) int64 { return q.Value() }
 
+// upcomingGroup is one node group's upcoming nodes in the reference model.
+type upcomingGroup struct {
+	count    int
+	template *corev1.Node
+}
+
+// referenceAllowed restates AllowedDelta from the objects alone: matching
+// every node and upcoming group against every valid quota, it returns the
+// largest k <= wanted that keeps every matching quota within its limits, and
+// when k < wanted the quotas that stop the (k+1)-th node.
+func referenceAllowed(set *Set, quotas []*autoscalingv1beta1.CapacityQuota, nodes map[string]*corev1.Node, groups map[string]upcomingGroup, template *corev1.Node, wanted int) (int, map[string]bool) {
+	type bound struct {
+		quota    string
+		headroom int64
+		per      int64
+	}
+	var bounds []bound
+	for _, q := range quotas {
+		if status, _ := set.Quota(q.Name); !status.Valid {
+			continue
+		}
+		selector := labels.Everything()
+		if q.Spec.Selector != nil {
+			selector, _ = metav1.LabelSelectorAsSelector(q.Spec.Selector)
+		}
+		if !selector.Matches(labels.Set(template.Labels)) {
+			continue
+		}
+		for name, limit := range q.Spec.Limits.Resources {
+			r := string(name)
+			per := perNodeAmount(template, r)
+			if per == 0 {
+				continue
+			}
+			var used int64
+			for _, n := range nodes {
+				if selector.Matches(labels.Set(n.Labels)) {
+					used += perNodeAmount(n, r)
+				}
+			}
+			for _, g := range groups {
+				if g.count > 0 && selector.Matches(labels.Set(g.template.Labels)) {
+					used += int64(g.count) * perNodeAmount(g.template, r)
+				}
+			}
+			bounds = append(bounds, bound{quota: q.Name, headroom: max(0, limitAmount(limit)-used), per: per})
+		}
+	}
+	k := int64(wanted)
+	for _, b := range bounds {
+		k = min(k, b.headroom/b.per)
+	}
+	binding := map[string]bool{}
+	for _, b := range bounds {
+		if k < int64(wanted) && (k+1)*b.per > b.headroom {
+			binding[b.quota] = true
+		}
+	}
+	return int(k), binding
+}
+
 func TestPropertyAllowedDeltaIsTheLargestSafeCount(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var quotas []*autoscalingv1beta1.CapacityQuota
@@ -106,11 +167,7 @@ func TestPropertyAllowedDeltaIsTheLargestSafeCount(t *testing.T) {
 		}
 		set := Build(quotas, Options{})
 		nodes := map[string]*corev1.Node{}
-		type group struct {
-			count    int
-			template *corev1.Node
-		}
-		groups := map[string]group{}
+		groups := map[string]upcomingGroup{}
 		for step := range rapid.IntRange(0, 30).Draw(t, "steps") {
 			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 0, 1:
@@ -122,7 +179,7 @@ func TestPropertyAllowedDeltaIsTheLargestSafeCount(t *testing.T) {
 				set.RemoveNode(name)
 				delete(nodes, name)
 			default:
-				g := group{count: rapid.IntRange(0, 4).Draw(t, "count"), template: drawNode(t, fmt.Sprint("template", step))}
+				g := upcomingGroup{count: rapid.IntRange(0, 4).Draw(t, "count"), template: drawNode(t, fmt.Sprint("template", step))}
 				name := fmt.Sprint("g", rapid.IntRange(0, 2).Draw(t, "group"))
 				set.SetUpcoming(name, g.count, g.template)
 				groups[name] = g
@@ -131,53 +188,9 @@ func TestPropertyAllowedDeltaIsTheLargestSafeCount(t *testing.T) {
 		template := drawNode(t, "candidate")
 		wanted := rapid.IntRange(1, 20).Draw(t, "wanted")
 		k, exceeded := set.AllowedDelta(template, wanted)
-
-		binding := map[string]bool{}
-		violatedAtKPlusOne := false
-		for _, q := range quotas {
-			status, _ := set.Quota(q.Name)
-			if !status.Valid {
-				continue
-			}
-			selector := labels.Everything()
-			if q.Spec.Selector != nil {
-				selector, _ = metav1.LabelSelectorAsSelector(q.Spec.Selector)
-			}
-			if !selector.Matches(labels.Set(template.Labels)) {
-				continue
-			}
-			for name, limit := range q.Spec.Limits.Resources {
-				r := string(name)
-				per := perNodeAmount(template, r)
-				if per == 0 {
-					continue
-				}
-				var used int64
-				for _, n := range nodes {
-					if selector.Matches(labels.Set(n.Labels)) {
-						used += perNodeAmount(n, r)
-					}
-				}
-				for _, g := range groups {
-					if g.count > 0 && selector.Matches(labels.Set(g.template.Labels)) {
-						used += int64(g.count) * perNodeAmount(g.template, r)
-					}
-				}
-				headroom := max(0, limitAmount(limit)-used)
-				if int64(k)*per > headroom {
-					t.Fatalf("k=%d takes %s past its %s limit: used %d + %d x %d > %d", k, q.Name, r, used, k, per, limitAmount(limit))
-				}
-				if int64(k+1)*per > headroom {
-					violatedAtKPlusOne = true
-					// Binding means stopping the (k+1)-th node.
-					if k < wanted {
-						binding[q.Name] = true
-					}
-				}
-			}
-		}
-		if k > wanted || k < 0 || (k < wanted && !violatedAtKPlusOne) {
-			t.Fatalf("k=%d of %d is not the largest safe count", k, wanted)
+		wantK, binding := referenceAllowed(set, quotas, nodes, groups, template, wanted)
+		if k != wantK {
+			t.Fatalf("k=%d of %d, the largest safe count is %d", k, wanted, wantK)
 		}
 		if len(exceeded) != len(binding) {
 			t.Fatalf("exceeded %+v, binding quotas %v", exceeded, binding)

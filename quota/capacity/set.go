@@ -44,7 +44,7 @@ type Set struct {
 	projection    []string // scratch for labelSetOf
 	sets          labelSetCache
 	nodes         map[string]*member // registered nodes by name
-	groups        map[string]*member // upcoming nodes by node group
+	groups        map[string]*group  // node groups by name: upcoming nodes and last check
 	perNode       resources.Vector   // scratch for a template's capacity
 }
 
@@ -53,7 +53,8 @@ type quota struct {
 	name     string
 	problems []string
 	selector labels.Selector
-	limits   []int // positions in Set.limits, in resource name order
+	limits   []int       // positions in Set.limits, in resource name order
+	matched  []*labelSet // the label sets the selector matches, to find the checks a change concerns
 }
 
 func (q *quota) valid() bool { return len(q.problems) == 0 }
@@ -69,6 +70,10 @@ type limit struct {
 	// status.used shows registered only.
 	registered int64
 	upcoming   int64
+	// watch is at least the largest headroom at which a remembered check
+	// could read a different bound from this limit (see answer.reach): a
+	// change that keeps the headroom at or above it concerns no check.
+	watch int64
 }
 
 // headroom is what is left under the limit, never negative.
@@ -81,13 +86,17 @@ func (l *limit) headroom() int64 {
 // two quotas share a name, the first one in the list wins and the others are
 // invalid.
 func Build(quotas []*autoscalingv1beta1.CapacityQuota, options Options) *Set {
+	return newSet(parseQuotas(quotas, options))
+}
+
+// parseQuotas validates quotas and sorts them by name.
+func parseQuotas(quotas []*autoscalingv1beta1.CapacityQuota, options Options) []quota {
 	forbidden := options.ForbiddenSelectorKeys
 	if forbidden == nil {
 		forbidden = DefaultForbiddenSelectorKeys()
 	}
-	s := &Set{nodes: map[string]*member{}, groups: map[string]*member{}, sets: labelSetCache{}}
+	var parsed []quota
 	seen := map[string]bool{}
-	var limited []corev1.ResourceName
 	for _, source := range quotas {
 		if source == nil {
 			continue
@@ -98,12 +107,20 @@ func Build(quotas []*autoscalingv1beta1.CapacityQuota, options Options) *Set {
 			q.problems = append(q.problems, "another CapacityQuota with this name comes first")
 		}
 		seen[q.name] = true
-		if q.valid() {
-			limited = append(limited, limitNames(source)...)
-		}
-		s.quotas = append(s.quotas, q)
+		parsed = append(parsed, q)
 	}
-	slices.SortStableFunc(s.quotas, func(a, b quota) int { return strings.Compare(a.name, b.name) })
+	slices.SortStableFunc(parsed, func(a, b quota) int { return strings.Compare(a.name, b.name) })
+	return parsed
+}
+
+func newSet(quotas []quota) *Set {
+	s := &Set{quotas: quotas, nodes: map[string]*member{}, groups: map[string]*group{}, sets: labelSetCache{}}
+	var limited []corev1.ResourceName
+	for i := range s.quotas {
+		if q := &s.quotas[i]; q.valid() {
+			limited = append(limited, limitNames(q.source)...)
+		}
+	}
 	s.index = resources.NewIndex(limited...)
 	s.resourceNames = s.index.Names()
 	s.nodesAt = -1
@@ -120,10 +137,7 @@ func Build(quotas []*autoscalingv1beta1.CapacityQuota, options Options) *Set {
 		for _, name := range limitNames(q.source) {
 			dim, _ := s.index.Position(name)
 			q.limits = append(q.limits, len(s.limits))
-			s.limits = append(s.limits, limit{
-				quota: i, dim: dim,
-				max: resources.Units(name, q.source.Spec.Limits.Resources[autoscalingv1beta1.ResourceName(name)]),
-			})
+			s.limits = append(s.limits, limit{quota: i, dim: dim, max: limitUnits(q.source, name)})
 		}
 		selectors = append(selectors, q.selector)
 	}
@@ -132,16 +146,30 @@ func Build(quotas []*autoscalingv1beta1.CapacityQuota, options Options) *Set {
 	return s
 }
 
-// Rebuild builds a set from new quotas and carries over every node and
-// upcoming group of s, so a changed CapacityQuota does not need a re-list.
+func limitUnits(q *autoscalingv1beta1.CapacityQuota, name corev1.ResourceName) int64 {
+	return resources.Units(name, q.Spec.Limits.Resources[autoscalingv1beta1.ResourceName(name)])
+}
+
+// Rebuild returns a set enforcing quotas that counts every node and upcoming
+// group of s, so a changed CapacityQuota does not need a re-list. When the
+// quotas differ from s's only in their limits' amounts (same names, validity,
+// selectors and limited resources; a status write changes none of these), s
+// is updated in place and returned, and only the checks a changed limit
+// concerns are computed again. Otherwise s is left as it was.
 func (s *Set) Rebuild(quotas []*autoscalingv1beta1.CapacityQuota, options Options) *Set {
-	next := Build(quotas, options)
+	parsed := parseQuotas(quotas, options)
+	if s.sameShape(parsed) {
+		s.updateLimits(parsed)
+		return s
+	}
+	next := newSet(parsed)
 	for _, name := range sortedKeys(s.nodes) {
 		next.AddNode(s.nodes[name].object)
 	}
-	for _, group := range sortedKeys(s.groups) {
-		m := s.groups[group]
-		next.SetUpcoming(group, int(m.count), m.object)
+	for _, name := range sortedKeys(s.groups) {
+		if m := s.groups[name].upcoming; m != nil {
+			next.SetUpcoming(name, int(m.count), m.object)
+		}
 	}
 	return next
 }
