@@ -12,115 +12,183 @@ import (
 	"github.com/quotascale/quotascale/quota/resources"
 )
 
-const (
-	benchNodesPerGroup = 5
-	benchWanted        = 10
-)
+const benchWanted = 10
 
-// fleetSize scales the fleet: quotas of every kind grow with the groups.
-type fleetSize struct {
-	groups, quotas int
-	upcoming       int // groups with nodes still provisioning
+// fleetSize scales a fleet: quotas of every kind grow with the groups.
+type fleetSize struct{ nodes, groups, quotas int }
+
+func (s fleetSize) String() string {
+	return fmt.Sprintf("nodes=%d/groups=%d/quotas=%d", s.nodes, s.groups, s.quotas)
 }
 
-// fleetSizes are the curve of docs/performance.md; the last is the target size.
+// fleetSizes are the curve of docs/performance.md.
 var fleetSizes = []fleetSize{
-	{groups: 100, quotas: 50, upcoming: 10},
-	{groups: 300, quotas: 150, upcoming: 30},
-	{groups: 1000, quotas: 500, upcoming: 100},
+	{nodes: 500, groups: 100, quotas: 50},
+	{nodes: 1500, groups: 300, quotas: 150},
+	{nodes: 5000, groups: 1000, quotas: 500},
+	{nodes: 20000, groups: 2000, quotas: 1000},
 }
 
-// fleet is a cluster shaped like a large autoscaled one: node groups whose
-// nodes share labels except their hostname, and quotas keyed on classes,
-// pools, zones, machine families, teams and single node groups, plus two
-// that match nearly everything. A node group matches about eight quotas.
+// fleet is node groups, their nodes and the quotas over them. Each group also
+// has one extra node that changes register and remove.
 type fleet struct {
 	size      fleetSize
 	groups    []string // node group names
 	quotas    []*autoscalingv1beta1.CapacityQuota
 	templates []*corev1.Node
-	nodes     []*corev1.Node
+	nodes     []*corev1.Node // registered from the start
+	extras    []*corev1.Node // per group
+	// rebuilt are two copies of templates: a provider builds its templates
+	// anew for every loop.
+	rebuilt [2][]*corev1.Node
 }
 
-func groupLabels(g int) map[string]string {
-	return map[string]string{
-		"node-group":                      fmt.Sprintf("g-%d", g),
-		"pool":                            fmt.Sprintf("p-%d", g%50),
-		"topology.kubernetes.io/zone":     fmt.Sprintf("z-%d", g%3),
-		"cloud.google.com/compute-class":  fmt.Sprintf("c-%d", g%100),
-		"cloud.google.com/machine-family": fmt.Sprintf("f-%d", g%10),
-		"team":                            fmt.Sprintf("t-%d", g%35),
-		"kubernetes.io/os":                "linux",
-		"kubernetes.io/arch":              "amd64",
+func (f *fleet) addGroup(name string, groupLabels map[string]string, capacity corev1.ResourceList, nodes int) {
+	f.groups = append(f.groups, name)
+	f.templates = append(f.templates, node("template-"+name, withHostname(groupLabels, "template-"+name), capacity))
+	for i := range nodes {
+		host := fmt.Sprintf("%s-n-%d", name, i)
+		f.nodes = append(f.nodes, node(host, withHostname(groupLabels, host), capacity))
+	}
+	host := name + "-extra"
+	f.extras = append(f.extras, node(host, withHostname(groupLabels, host), capacity))
+	for i := range f.rebuilt {
+		f.rebuilt[i] = append(f.rebuilt[i], f.templates[len(f.templates)-1].DeepCopy())
 	}
 }
 
-func newFleet(size fleetSize) *fleet {
-	f := &fleet{size: size}
-	scaled := func(n int) int { return max(1, n*size.groups/1000) }
-	for g := range size.groups {
-		capacity := coreList("cpu", fmt.Sprint(2*(g%8+1)), "memory", fmt.Sprintf("%dGi", 8*(g%8+1)), "pods", "110")
-		if g%10 == 0 {
-			capacity["nvidia.com/gpu"] = coreList("x", "4")["x"]
-		}
-		template := node(fmt.Sprintf("template-g-%d", g), withHostname(groupLabels(g), fmt.Sprintf("template-g-%d", g)), capacity)
-		f.templates = append(f.templates, template)
-		f.groups = append(f.groups, fmt.Sprintf("g-%d", g))
-		for i := range benchNodesPerGroup {
-			name := fmt.Sprintf("g-%d-n-%d", g, i)
-			f.nodes = append(f.nodes, node(name, withHostname(groupLabels(g), name), capacity))
-		}
+// fleets keeps each generated fleet, so -count=N does not generate it N times.
+var fleets = map[string]*fleet{}
+
+func fleetOf(shape string, size fleetSize) *fleet {
+	key := shape + "/" + size.String()
+	if f, ok := fleets[key]; ok {
+		return f
 	}
-	add := func(name string, selector *metav1.LabelSelector, limits autoscalingv1beta1.ResourceList) {
-		f.quotas = append(f.quotas, capacityQuota(name, selector, limits))
+	var f *fleet
+	switch shape {
+	case "ours":
+		f = newOurFleet(size)
+	case "upstream":
+		f = newUpstreamFleet(size, upstreamSeed)
+	default:
+		panic(shape)
 	}
-	for i := range scaled(100) {
-		add(fmt.Sprintf("class-%d", i), matchLabels("cloud.google.com/compute-class", fmt.Sprintf("c-%d", i)), limits("cpu", "1000", "memory", "4Ti"))
-	}
-	for i := range scaled(50) {
-		add(fmt.Sprintf("pool-%d", i), matchLabels("pool", fmt.Sprintf("p-%d", i)), limits("cpu", "2000", "nodes", "120"))
-	}
-	for i := range 3 {
-		add(fmt.Sprintf("zone-%d", i), matchLabels("topology.kubernetes.io/zone", fmt.Sprintf("z-%d", i)), limits("cpu", "20000", "memory", "80Ti", "nodes", "2000"))
-	}
-	for i := range 10 {
-		add(fmt.Sprintf("family-%d", i), &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-			Key: "cloud.google.com/machine-family", Operator: metav1.LabelSelectorOpIn,
-			Values: []string{fmt.Sprintf("f-%d", i), fmt.Sprintf("f-%d", (i+1)%10)},
-		}}}, limits("nvidia.com/gpu", "2100", "cpu", "20000"))
-	}
-	for i := range scaled(300) {
-		add(fmt.Sprintf("group-%d", i), matchLabels("node-group", fmt.Sprintf("g-%d", 3*i)), limits("nodes", "20", "cpu", "200"))
-	}
-	add(ClusterWideName, nil, limits("cpu", "100000", "memory", "400Ti", "nodes", "10000"))
-	add("not-experimental", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
-		Key: "cloud.google.com/compute-class", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"c-99"},
-	}}}, limits("cpu", "90000"))
-	for i := range size.quotas - len(f.quotas) {
-		add(fmt.Sprintf("team-%d", i), matchLabels("team", fmt.Sprintf("t-%d", i)), limits("cpu", "2000", "memory", "8Ti"))
-	}
+	fleets[key] = f
 	return f
 }
 
-// upcomingCount varies per loop so every loop really replaces the upcoming
-// contributions.
-func upcomingCount(loop, g int) int { return 1 + (loop+g)%3 }
+// churn is what changes between two autoscaler loops: each loop, a window of
+// groups moving through the fleet flips between two states, with its extra
+// node registered and one more node upcoming, or neither. Odd groups start
+// with both, so the fleet's usage stays about where the limits were set.
+type churn struct {
+	f        *fleet
+	changed  int // groups per loop
+	loop     int
+	extra    []bool
+	upcoming []int
+}
 
-// indexedCheck is one autoscaler loop with the Set: refresh the upcoming
-// groups, then ask about every node group.
-func (f *fleet) indexedCheck(set *Set, loop int, ks []int) {
-	for g := range f.size.upcoming {
-		set.SetUpcoming(f.groups[g], upcomingCount(loop, g), f.templates[g])
+// initialUpcoming is a tenth of the groups' nodes provisioning at the start.
+func initialUpcoming(g int) int {
+	if g%10 == 0 {
+		return 1 + g%3
 	}
-	for g, template := range f.templates {
+	return 0
+}
+
+func newChurn(f *fleet, percent int) *churn {
+	c := &churn{f: f, changed: max(1, len(f.groups)*percent/100), extra: make([]bool, len(f.groups)), upcoming: make([]int, len(f.groups))}
+	for g := range c.upcoming {
+		c.extra[g] = g%2 == 1
+		c.upcoming[g] = initialUpcoming(g)
+		if c.extra[g] {
+			c.upcoming[g]++
+		}
+	}
+	return c
+}
+
+// newSet is a set counting the fleet's nodes and the churn's current state.
+func (c *churn) newSet() *Set {
+	set := Build(c.f.quotas, Options{})
+	for _, n := range c.f.nodes {
+		set.AddNode(n)
+	}
+	for g, present := range c.extra {
+		if present {
+			set.AddNode(c.f.extras[g])
+		}
+	}
+	for g, count := range c.upcoming {
+		set.SetUpcoming(c.f.groups[g], count, c.f.templates[g])
+	}
+	return set
+}
+
+// step applies one loop's changes, to set when it is not nil, with templates
+// for the changed groups' upcoming nodes.
+func (c *churn) step(set *Set, templates []*corev1.Node) {
+	start := c.loop * c.changed
+	c.loop++
+	for i := range c.changed {
+		g := (start + i) % len(c.f.groups)
+		c.extra[g] = !c.extra[g]
+		c.upcoming[g] = initialUpcoming(g)
+		if c.extra[g] {
+			c.upcoming[g]++
+		}
+		if set == nil {
+			continue
+		}
+		if c.extra[g] {
+			set.AddNode(c.f.extras[g])
+		} else {
+			set.RemoveNode(c.f.extras[g].Name)
+		}
+		set.SetUpcoming(c.f.groups[g], c.upcoming[g], templates[g])
+	}
+}
+
+// fullCheck is one autoscaler loop: the changes, then every group's check
+// computed afresh.
+func (c *churn) fullCheck(set *Set, ks []int) {
+	c.step(set, c.f.templates)
+	for g, template := range c.f.templates {
 		ks[g], _ = set.AllowedDelta(template, benchWanted)
+	}
+}
+
+// incrementalCheck is the same loop asking per group, so only the groups the
+// changes concern are computed again.
+func (c *churn) incrementalCheck(set *Set, ks []int) {
+	c.step(set, c.f.templates)
+	for g, template := range c.f.templates {
+		ks[g], _ = set.AllowedDeltaFor(c.f.groups[g], template, benchWanted)
+	}
+}
+
+// processorCheck is the incremental loop as the CapacityQuota processor runs
+// it: every template is a new object, unchanged or not, and every group's
+// upcoming nodes are set again before the checks.
+func (c *churn) processorCheck(set *Set, ks []int) {
+	templates := c.f.rebuilt[c.loop%2]
+	c.step(set, templates)
+	for g, template := range templates {
+		set.SetUpcoming(c.f.groups[g], c.upcoming[g], template)
+	}
+	for g, template := range templates {
+		ks[g], _ = set.AllowedDeltaFor(c.f.groups[g], template, benchWanted)
 	}
 }
 
 // rescanCheck is the same loop the way the upstream autoscaler does it:
 // recompute every quota's usage by matching every node against every
 // selector, then match every template against every selector.
-func (f *fleet) rescanCheck(selectors []labels.Selector, loop int, ks []int) {
+func (c *churn) rescanCheck(selectors []labels.Selector, ks []int) {
+	c.step(nil, nil)
+	f := c.f
 	usage := make([]map[corev1.ResourceName]int64, len(f.quotas))
 	for qi := range f.quotas {
 		usage[qi] = map[corev1.ResourceName]int64{}
@@ -129,9 +197,12 @@ func (f *fleet) rescanCheck(selectors []labels.Selector, loop int, ks []int) {
 				addCapacity(usage[qi], n, 1)
 			}
 		}
-		for g := range f.size.upcoming {
-			if selectors[qi].Matches(labels.Set(f.templates[g].Labels)) {
-				addCapacity(usage[qi], f.templates[g], int64(upcomingCount(loop, g)))
+		for g, template := range f.templates {
+			if c.extra[g] && selectors[qi].Matches(labels.Set(f.extras[g].Labels)) {
+				addCapacity(usage[qi], f.extras[g], 1)
+			}
+			if c.upcoming[g] > 0 && selectors[qi].Matches(labels.Set(template.Labels)) {
+				addCapacity(usage[qi], template, int64(c.upcoming[g]))
 			}
 		}
 	}
@@ -165,14 +236,6 @@ func addCapacity(usage map[corev1.ResourceName]int64, n *corev1.Node, count int6
 	usage["nodes"] += count
 }
 
-func (f *fleet) newSet() *Set {
-	set := Build(f.quotas, Options{})
-	for _, n := range f.nodes {
-		set.AddNode(n)
-	}
-	return set
-}
-
 func (f *fleet) selectors() []labels.Selector {
 	out := make([]labels.Selector, len(f.quotas))
 	for i, q := range f.quotas {
@@ -181,74 +244,115 @@ func (f *fleet) selectors() []labels.Selector {
 	return out
 }
 
-// TestRescanBaselineAgrees keeps the benchmark honest: both loops must reach
-// the same answer for every node group.
+// TestRescanBaselineAgrees keeps the benchmark honest: the full, incremental
+// (with the same or new template objects) and rescanning loops must reach the
+// same answer for every node group, and each fleet must have the shape the
+// benchmark claims.
 func TestRescanBaselineAgrees(t *testing.T) {
-	f := newFleet(fleetSizes[len(fleetSizes)-1])
-	set, selectors := f.newSet(), f.selectors()
-	indexed, rescanned := make([]int, f.size.groups), make([]int, f.size.groups)
-	limited := 0
-	for loop := range 3 {
-		f.indexedCheck(set, loop, indexed)
-		f.rescanCheck(selectors, loop, rescanned)
-		for g := range indexed {
-			if indexed[g] != rescanned[g] {
-				t.Fatalf("loop %d group %d: indexed %d, rescan %d", loop, g, indexed[g], rescanned[g])
+	size := fleetSizes[2]
+	for _, tc := range []struct {
+		shape string
+		// matching is the range of the mean number of quotas matching a
+		// group; capped the range of the share of checks allowing at most
+		// cappedAt nodes.
+		matching, capped [2]float64
+		cappedAt         int
+	}{
+		// Our fleet caps many groups below wanted, none to zero.
+		{shape: "ours", matching: [2]float64{6, 10}, capped: [2]float64{0.05, 0.65}, cappedAt: benchWanted - 1},
+		// Upstream's shape refuses about 15% of the groups.
+		{shape: "upstream", matching: [2]float64{19, 25}, capped: [2]float64{0.10, 0.20}, cappedAt: 0},
+	} {
+		t.Run(tc.shape, func(t *testing.T) {
+			f := fleetOf(tc.shape, size)
+			full, incremental, processor, rescan := newChurn(f, 10), newChurn(f, 10), newChurn(f, 10), newChurn(f, 10)
+			fullSet, incrementalSet, processorSet, selectors := full.newSet(), incremental.newSet(), processor.newSet(), f.selectors()
+			matching := 0
+			for _, template := range f.templates {
+				matching += len(fullSet.MatchingQuotas(template))
 			}
-			if indexed[g] < benchWanted {
-				limited++
+			n := float64(len(f.groups))
+			mean := float64(matching) / n
+			if mean < tc.matching[0] || mean > tc.matching[1] {
+				t.Errorf("a group matches %.1f quotas on average, want %v", mean, tc.matching)
 			}
-		}
+			var ks [4][]int
+			for i := range ks {
+				ks[i] = make([]int, len(f.groups))
+			}
+			const loops = 3
+			capped := 0
+			for loop := range loops {
+				full.fullCheck(fullSet, ks[0])
+				incremental.incrementalCheck(incrementalSet, ks[1])
+				processor.processorCheck(processorSet, ks[2])
+				rescan.rescanCheck(selectors, ks[3])
+				for g := range f.groups {
+					if ks[0][g] != ks[1][g] || ks[0][g] != ks[2][g] || ks[0][g] != ks[3][g] {
+						t.Fatalf("loop %d group %d: full %d, incremental %d, with new templates %d, rescan %d", loop, g, ks[0][g], ks[1][g], ks[2][g], ks[3][g])
+					}
+					if ks[0][g] <= tc.cappedAt {
+						capped++
+					}
+				}
+			}
+			share := float64(capped) / (loops * n)
+			if share < tc.capped[0] || share > tc.capped[1] {
+				t.Errorf("%.1f%% of group checks allow at most %d nodes, want %v", 100*share, tc.cappedAt, tc.capped)
+			}
+			t.Logf("a group matches %.1f quotas on average; %.1f%% of group checks allow at most %d nodes", mean, 100*share, tc.cappedAt)
+		})
 	}
-	// Some groups are capped, most are not, as in a healthy cluster.
-	if limited == 0 || limited > len(indexed)*3/2 {
-		t.Errorf("%d of %d group checks limited; the fleet should cap some groups, not most", limited, 3*len(indexed))
-	}
-	t.Logf("%d of %d group checks limited", limited, 3*len(indexed))
 }
 
-// BenchmarkCapacityCheck measures one autoscaler loop's quota work: every
-// node group template against every quota, a tenth of the groups with
-// upcoming nodes; at the largest size 1,000 groups against 500 quotas over
-// 5,000 nodes.
+// BenchmarkCapacityCheck measures one autoscaler loop's quota work on both
+// fleets: the changes since the last loop, then every node group's check.
+// check=indexed computes every check afresh, check=incremental only those a
+// change concerns, check=rescan is upstream's way; changed is the share of
+// groups that changed since the last loop. templates=new is the incremental
+// loop as the processor runs it, with every template a new object.
 func BenchmarkCapacityCheck(b *testing.B) {
-	for _, size := range fleetSizes {
-		benchmarkCapacityCheck(b, size)
+	for _, shape := range []string{"ours", "upstream"} {
+		for _, size := range fleetSizes {
+			b.Run("fleet="+shape+"/"+size.String(), func(b *testing.B) { benchmarkCapacityCheck(b, fleetOf(shape, size)) })
+		}
 	}
 }
 
-func benchmarkCapacityCheck(b *testing.B, size fleetSize) {
-	f := newFleet(size)
-	ks := make([]int, size.groups)
-	name := fmt.Sprintf("groups=%d/quotas=%d/nodes=%d", len(f.groups), len(f.quotas), len(f.nodes))
-	b.Run(name+"/check=indexed", func(b *testing.B) {
-		set := f.newSet()
-		b.ReportAllocs()
-		loop := 0
-		for b.Loop() {
-			f.indexedCheck(set, loop, ks)
-			loop++
-		}
-	})
-	b.Run(name+"/check=rescan", func(b *testing.B) {
-		selectors := f.selectors()
-		b.ReportAllocs()
-		loop := 0
-		for b.Loop() {
-			f.rescanCheck(selectors, loop, ks)
-			loop++
-		}
-	})
+func benchmarkCapacityCheck(b *testing.B, f *fleet) {
+	ks := make([]int, len(f.groups))
+	selectors := f.selectors()
+	for _, variant := range []struct {
+		name    string
+		percent int
+		loop    func(c *churn, set *Set, ks []int)
+	}{
+		{"check=indexed/changed=10%", 10, (*churn).fullCheck},
+		{"check=incremental/changed=1%", 1, (*churn).incrementalCheck},
+		{"check=incremental/changed=10%", 10, (*churn).incrementalCheck},
+		{"check=incremental/changed=10%/templates=new", 10, (*churn).processorCheck},
+		{"check=rescan/changed=10%", 10, func(c *churn, _ *Set, ks []int) { c.rescanCheck(selectors, ks) }},
+	} {
+		b.Run(variant.name, func(b *testing.B) {
+			c := newChurn(f, variant.percent)
+			set := c.newSet()
+			b.ReportAllocs()
+			for b.Loop() {
+				variant.loop(c, set, ks)
+			}
+		})
+	}
 }
 
-// BenchmarkAllowedDelta is one template's check on the same fleet.
+// BenchmarkAllowedDelta is one template's check, computed afresh, on our
+// fleet at 5,000 nodes.
 func BenchmarkAllowedDelta(b *testing.B) {
-	f := newFleet(fleetSizes[len(fleetSizes)-1])
-	set := f.newSet()
+	f := fleetOf("ours", fleetSizes[2])
+	set := newChurn(f, 10).newSet()
 	b.ReportAllocs()
 	g := 0
 	for b.Loop() {
-		set.AllowedDelta(f.templates[g%f.size.groups], benchWanted)
+		set.AllowedDelta(f.templates[g%len(f.templates)], benchWanted)
 		g++
 	}
 }
