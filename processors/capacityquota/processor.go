@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -55,8 +56,9 @@ type Processor struct {
 	// one included.
 	built   bool
 	objects map[string]*autoscalingv1beta1.CapacityQuota
-	// versions are the resource versions the set was built from.
-	versions map[string]string
+	// seen is what the last loop saw of each object, to tell writes that
+	// changed a spec (which the set must see) from status writes.
+	seen map[string]objectVersion
 	// unregistered and planned are per group in the current loop.
 	unregistered map[string]int
 	planned      map[string]int
@@ -74,7 +76,7 @@ func New(opts Options, list Lister, nodes cache.SharedIndexInformer, recorder re
 		opts: opts, list: list, recorder: recorder, metrics: metrics,
 		set:       capacity.Build(nil, capacity.Options{ForbiddenSelectorKeys: opts.ForbiddenSelectorKeys}),
 		objects:   map[string]*autoscalingv1beta1.CapacityQuota{},
-		versions:  map[string]string{},
+		seen:      map[string]objectVersion{},
 		planned:   map[string]int{},
 		lastEvent: map[string]time.Time{},
 	}
@@ -121,20 +123,23 @@ func (p *Processor) StartLoop(ctx context.Context, lc *processors.LoopContext) e
 	if !p.opts.Enabled {
 		quotas = nil
 	}
-	if p.changed(quotas) {
+	written, specChanged := p.changed(quotas)
+	if specChanged {
 		all := append([]*autoscalingv1beta1.CapacityQuota(nil), quotas...)
 		if len(p.opts.ClusterWide) > 0 {
 			all = append(all, capacity.ClusterWide(p.opts.ClusterWide))
 		}
 		p.set = p.set.Rebuild(all, capacity.Options{ForbiddenSelectorKeys: p.opts.ForbiddenSelectorKeys})
 		p.built = true
+		klog.FromContext(ctx).V(2).Info("CapacityQuotas changed", "quotas", len(quotas))
+	}
+	if written {
 		p.objects = map[string]*autoscalingv1beta1.CapacityQuota{}
-		p.versions = map[string]string{}
+		p.seen = map[string]objectVersion{}
 		for _, q := range quotas {
 			p.objects[q.Name] = q
-			p.versions[q.Name] = q.ResourceVersion
+			p.seen[q.Name] = versionOf(q)
 		}
-		klog.FromContext(ctx).V(2).Info("CapacityQuotas changed", "quotas", len(quotas))
 	}
 	p.unregistered = lc.Unregistered
 	p.planned = map[string]int{}
@@ -145,16 +150,40 @@ func (p *Processor) StartLoop(ctx context.Context, lc *processors.LoopContext) e
 	return nil
 }
 
-func (p *Processor) changed(quotas []*autoscalingv1beta1.CapacityQuota) bool {
-	if !p.built || len(quotas) != len(p.versions) {
-		return true
+// objectVersion identifies one write of a quota object and its spec.
+type objectVersion struct {
+	uid             types.UID
+	resourceVersion string
+	generation      int64
+}
+
+func versionOf(q *autoscalingv1beta1.CapacityQuota) objectVersion {
+	return objectVersion{uid: q.UID, resourceVersion: q.ResourceVersion, generation: q.Generation}
+}
+
+// changed tells whether any quota object was written since the last loop, and
+// whether one's spec may have changed. The API server bumps a CapacityQuota's
+// generation on spec changes only (status is a subresource), so the status
+// this autoscaler writes as usage moves does not rebuild the set. An object
+// without a generation counts every write as a spec change.
+func (p *Processor) changed(quotas []*autoscalingv1beta1.CapacityQuota) (written, spec bool) {
+	if !p.built || len(quotas) != len(p.seen) {
+		return true, true
 	}
 	for _, q := range quotas {
-		if p.versions[q.Name] != q.ResourceVersion {
-			return true
+		last, ok := p.seen[q.Name]
+		now := versionOf(q)
+		switch {
+		case !ok || last.uid != now.uid:
+			return true, true
+		case last.resourceVersion == now.resourceVersion:
+		case now.generation == 0 || last.generation != now.generation:
+			return true, true
+		default:
+			written = true
 		}
 	}
-	return false
+	return written, false
 }
 
 func (p *Processor) setUpcomingLocked(g cloudprovider.NodeGroup, template *cloudprovider.NodeInfo) {
@@ -168,7 +197,7 @@ func (p *Processor) setUpcomingLocked(g cloudprovider.NodeGroup, template *cloud
 // with CA's reason text for each quota that binds.
 func (p *Processor) Headroom(ctx context.Context, lc *processors.LoopContext, group cloudprovider.NodeGroup, template *corev1.Node, wanted int) (int, []processors.Reason) {
 	p.mu.Lock()
-	allowed, exceeded := p.set.AllowedDelta(template, wanted)
+	allowed, exceeded := p.set.AllowedDeltaFor(group.Id(), template, wanted)
 	p.mu.Unlock()
 	if allowed >= wanted {
 		return allowed, nil

@@ -152,3 +152,48 @@ func TestClusterWideQuota(t *testing.T) {
 		t.Errorf("headroom = %d %+v, want 2 %+v", n, reasons, want)
 	}
 }
+
+// TestQuotaWrites: a status write (new resource version, same generation)
+// hands the newer object to the status writer, which compares against its
+// status; a spec change (new generation) is enforced in the next loop.
+func TestQuotaWrites(t *testing.T) {
+	quota := seedQuota("8")
+	p, err := New(Options{Enabled: true}, func() ([]*autoscalingv1beta1.CapacityQuota, error) {
+		return []*autoscalingv1beta1.CapacityQuota{quota}, nil
+	}, nil, nil, NewMetrics(prometheus.NewRegistry(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.onNode(seedNode("registered-1"), false)
+	g, template := group{id: "grp"}, seedNode("template")
+	lc := &processors.LoopContext{
+		Groups:    []cloudprovider.NodeGroup{g},
+		Templates: map[string]*cloudprovider.NodeInfo{"grp": {Node: template}},
+	}
+	ctx := context.Background()
+	loop := func(wantHeadroom int) {
+		t.Helper()
+		if err := p.StartLoop(ctx, lc); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := p.Headroom(ctx, lc, g, template, 10); n != wantHeadroom {
+			t.Errorf("headroom = %d, want %d", n, wantHeadroom)
+		}
+		if got := p.Statuses()[0].Object; got != quota {
+			t.Errorf("the status writer sees resource version %s, want %s", got.ResourceVersion, quota.ResourceVersion)
+		}
+	}
+	loop(3) // 8 cpu, 2 used, 2 per node
+
+	written := quota.DeepCopy()
+	written.ResourceVersion = "9"
+	written.Status.Used = &autoscalingv1beta1.CapacityQuotaUsage{Resources: autoscalingv1beta1.ResourceList{"cpu": resource.MustParse("2")}}
+	quota = written
+	loop(3)
+
+	raised := quota.DeepCopy()
+	raised.ResourceVersion, raised.Generation = "10", 2
+	raised.Spec.Limits.Resources["cpu"] = resource.MustParse("12")
+	quota = raised
+	loop(5)
+}
