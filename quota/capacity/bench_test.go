@@ -23,7 +23,7 @@ func (s fleetSize) String() string {
 
 // fleetSizes are the curve of docs/performance.md.
 var fleetSizes = []fleetSize{
-	{nodes: 500, groups: 100, quotas: 50},
+	{nodes: 500, groups: 100, quotas: 60},
 	{nodes: 1500, groups: 300, quotas: 150},
 	{nodes: 5000, groups: 1000, quotas: 500},
 	{nodes: 20000, groups: 2000, quotas: 1000},
@@ -320,6 +320,9 @@ func BenchmarkCapacityCheck(b *testing.B) {
 }
 
 func benchmarkCapacityCheck(b *testing.B, f *fleet) {
+	if len(f.quotas) != f.size.quotas || len(f.groups) != f.size.groups {
+		b.Fatalf("the fleet has %d groups and %d quotas, its name says %v", len(f.groups), len(f.quotas), f.size)
+	}
 	ks := make([]int, len(f.groups))
 	selectors := f.selectors()
 	for _, variant := range []struct {
