@@ -23,10 +23,11 @@ type LoopContext struct {
 	Groups []cloudprovider.NodeGroup
 	// Templates hold each group's template node, by group id.
 	Templates map[string]*cloudprovider.NodeInfo
-	// Unregistered counts, per group id, the instances that exist in the
-	// infrastructure but have no registered node yet: creating, failed or past
-	// their provisioning time alike, until they are gone.
-	Unregistered map[string]int
+	// Upcoming counts, per group id, the nodes the group has asked for and has
+	// not registered: its target minus its registered nodes, and at least its
+	// instances without a registered node (creating, failed or past their
+	// provisioning time alike, until they are gone).
+	Upcoming map[string]int
 }
 
 // PodListProcessor narrows the unschedulable pods a scale-up considers. Pods it

@@ -64,7 +64,12 @@ type GroupState struct {
 	Target, Min, Max int
 	// Registered nodes of the group; Ready ones among them.
 	Registered, Ready int
-	// Upcoming is target minus registered: nodes asked for, not yet there.
+	// Upcoming is what the group has asked for and does not have yet: target
+	// minus registered, and at least the instances without a registered node.
+	// The target counts replicas the infrastructure has not even started (a
+	// MachineDeployment's spec.replicas runs ahead of its Machines); the
+	// instances count failed and late ones, which hold capacity until they are
+	// gone even when the target no longer does. Capacity limits count this.
 	Upcoming int
 	// Unregistered are instances without a registered node, failed and late ones
 	// included, until they are gone.
@@ -72,6 +77,12 @@ type GroupState struct {
 	// Failed instances reported a creation error; Late ones are past the
 	// provisioning time. Both are to be deleted.
 	Failed, Late []cloudprovider.Instance
+}
+
+// Provisioning is how many of the upcoming nodes may still register: failed
+// and late instances will not, so pods are not promised a place on them.
+func (gs *GroupState) Provisioning() int {
+	return max(0, gs.Upcoming-len(gs.Failed)-len(gs.Late))
 }
 
 // Group returns the state of a group by id.
@@ -146,7 +157,7 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 				}
 			}
 		}
-		gs.Upcoming = max(0, target-gs.Registered)
+		gs.Upcoming = max(target-gs.Registered, len(gs.Unregistered), 0)
 		managed += gs.Registered
 		state.Groups = append(state.Groups, gs)
 		state.byID[g.Id()] = gs

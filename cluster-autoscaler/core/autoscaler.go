@@ -102,14 +102,14 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 	}
 	a.removeFailedInstances(ctx, state)
 	lc := &processors.LoopContext{
-		Now:          now,
-		Nodes:        nodes,
-		Templates:    map[string]*cloudprovider.NodeInfo{},
-		Unregistered: map[string]int{},
+		Now:       now,
+		Nodes:     nodes,
+		Templates: map[string]*cloudprovider.NodeInfo{},
+		Upcoming:  map[string]int{},
 	}
 	for _, gs := range state.Groups {
 		lc.Groups = append(lc.Groups, gs.Group)
-		lc.Unregistered[gs.Group.Id()] = len(gs.Unregistered)
+		lc.Upcoming[gs.Group.Id()] = gs.Upcoming
 		t, err := gs.Group.TemplateNodeInfo()
 		if err != nil {
 			logger.Error(err, "No template for node group", "nodeGroup", gs.Group.Id())

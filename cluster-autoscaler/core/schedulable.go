@@ -30,7 +30,7 @@ func placeOnExisting(ctx context.Context, groups []*podGroup, snapshot *simulato
 		if t == nil {
 			continue
 		}
-		for i := 0; i < gs.Upcoming; i++ {
+		for i := range gs.Provisioning() {
 			info, err := simulator.NewNodeInfo(templateNode(t.Node, gs.Group.Id(), fmt.Sprintf("upcoming-%d", i)), t.Pods...)
 			if err != nil {
 				return nil, err
