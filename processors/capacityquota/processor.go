@@ -2,9 +2,11 @@
 // v1beta1): every proposed node group is checked against every valid quota whose
 // selector matches its template node, and against the autoscaler's cluster-wide
 // limits, merged in as the quota "cluster-wide". Usage is the registered matching
-// nodes' capacity plus every instance not yet registered (in backoff or past its
-// provisioning time alike, until it is gone) plus the nodes planned earlier in
-// the same loop, so that provisioning never overshoots a limit.
+// nodes' capacity plus every group's upcoming nodes (its target minus its
+// registered nodes, at least its instances not yet registered, in backoff or
+// past their provisioning time alike, until they are gone) plus the nodes
+// planned earlier in the same loop, so that provisioning never overshoots a
+// limit.
 package capacityquota
 
 import (
@@ -59,10 +61,13 @@ type Processor struct {
 	// seen is what the last loop saw of each object, to tell writes that
 	// changed a spec (which the set must see) from status writes.
 	seen map[string]objectVersion
-	// unregistered and planned are per group in the current loop.
-	unregistered map[string]int
-	planned      map[string]int
-	lastEvent    map[string]time.Time
+	// upcoming and planned are per group in the current loop.
+	upcoming map[string]int
+	planned  map[string]int
+	// known are the groups the set holds (upcoming nodes or a remembered
+	// check), so that a group gone from the provider is forgotten.
+	known     map[string]bool
+	lastEvent map[string]time.Time
 }
 
 var _ processors.ScaleUpLimiter = &Processor{}
@@ -78,6 +83,7 @@ func New(opts Options, list Lister, nodes cache.SharedIndexInformer, recorder re
 		objects:   map[string]*autoscalingv1beta1.CapacityQuota{},
 		seen:      map[string]objectVersion{},
 		planned:   map[string]int{},
+		known:     map[string]bool{},
 		lastEvent: map[string]time.Time{},
 	}
 	if nodes == nil {
@@ -112,7 +118,7 @@ func (p *Processor) onNode(obj any, deleted bool) {
 }
 
 // StartLoop rebuilds the quotas when an object changed and sets every group's
-// unregistered instances as upcoming.
+// upcoming nodes; groups that are gone or have no template count nothing.
 func (p *Processor) StartLoop(ctx context.Context, lc *processors.LoopContext) error {
 	quotas, err := p.list()
 	if err != nil {
@@ -141,10 +147,17 @@ func (p *Processor) StartLoop(ctx context.Context, lc *processors.LoopContext) e
 			p.seen[q.Name] = versionOf(q)
 		}
 	}
-	p.unregistered = lc.Unregistered
+	p.upcoming = lc.Upcoming
 	p.planned = map[string]int{}
+	present := make(map[string]bool, len(lc.Groups))
 	for _, g := range lc.Groups {
-		p.setUpcomingLocked(g, lc.Templates[g.Id()])
+		present[g.Id()] = true
+		p.setUpcomingLocked(g.Id(), lc.Templates[g.Id()])
+	}
+	for id := range p.known {
+		if !present[id] {
+			p.setUpcomingLocked(id, nil)
+		}
 	}
 	p.metrics.observe(p.set.Status(), p.objects, p.opts.ClusterWide)
 	return nil
@@ -186,11 +199,17 @@ func (p *Processor) changed(quotas []*autoscalingv1beta1.CapacityQuota) (written
 	return written, false
 }
 
-func (p *Processor) setUpcomingLocked(g cloudprovider.NodeGroup, template *cloudprovider.NodeInfo) {
+// setUpcomingLocked counts the group's upcoming and planned nodes as copies of
+// its template. Without a template the group counts none and the set forgets
+// it; with a template and none upcoming its remembered check stays.
+func (p *Processor) setUpcomingLocked(id string, template *cloudprovider.NodeInfo) {
 	if template == nil {
+		p.set.SetUpcoming(id, 0, nil)
+		delete(p.known, id)
 		return
 	}
-	p.set.SetUpcoming(g.Id(), p.unregistered[g.Id()]+p.planned[g.Id()], template.Node)
+	p.set.SetUpcoming(id, p.upcoming[id]+p.planned[id], template.Node)
+	p.known[id] = true
 }
 
 // Headroom is how many of wanted new nodes of group every matching quota allows,
@@ -198,6 +217,7 @@ func (p *Processor) setUpcomingLocked(g cloudprovider.NodeGroup, template *cloud
 func (p *Processor) Headroom(ctx context.Context, lc *processors.LoopContext, group cloudprovider.NodeGroup, template *corev1.Node, wanted int) (int, []processors.Reason) {
 	p.mu.Lock()
 	allowed, exceeded := p.set.AllowedDeltaFor(group.Id(), template, wanted)
+	p.known[group.Id()] = true
 	p.mu.Unlock()
 	if allowed >= wanted {
 		return allowed, nil
@@ -219,7 +239,7 @@ func (p *Processor) Planned(_ context.Context, lc *processors.LoopContext, group
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.planned[group.Id()] += count
-	p.setUpcomingLocked(group, lc.Templates[group.Id()])
+	p.setUpcomingLocked(group.Id(), lc.Templates[group.Id()])
 }
 
 // eventOnQuota tells the quota's readers, at most once per EventInterval per

@@ -44,8 +44,8 @@ func seedQuota(limit string) *autoscalingv1beta1.CapacityQuota {
 	}
 }
 
-// TestUpcomingAndPlannedCount: registered nodes, unregistered instances and the
-// nodes planned earlier in the loop all count against the quota.
+// TestUpcomingAndPlannedCount: registered nodes, upcoming nodes and the nodes
+// planned earlier in the loop all count against the quota.
 func TestUpcomingAndPlannedCount(t *testing.T) {
 	quota := seedQuota("8")
 	reg := prometheus.NewRegistry()
@@ -59,16 +59,16 @@ func TestUpcomingAndPlannedCount(t *testing.T) {
 	g := group{id: "grp"}
 	template := seedNode("template")
 	lc := &processors.LoopContext{
-		Now:          time.Unix(0, 0),
-		Groups:       []cloudprovider.NodeGroup{g},
-		Templates:    map[string]*cloudprovider.NodeInfo{"grp": {Node: template}},
-		Unregistered: map[string]int{"grp": 1},
+		Now:       time.Unix(0, 0),
+		Groups:    []cloudprovider.NodeGroup{g},
+		Templates: map[string]*cloudprovider.NodeInfo{"grp": {Node: template}},
+		Upcoming:  map[string]int{"grp": 1},
 	}
 	ctx := context.Background()
 	if err := p.StartLoop(ctx, lc); err != nil {
 		t.Fatal(err)
 	}
-	// 8 cpu, 2 per node, 1 registered + 1 unregistered: 2 more.
+	// 8 cpu, 2 per node, 1 registered + 1 upcoming: 2 more.
 	n, reasons := p.Headroom(ctx, lc, g, template, 5)
 	want := []processors.Reason{processors.NewReason(processors.MessageNodeGroupSkipped, `exceeded quota: "CapacityQuota/test-capacityquota", resources: cpu`)}
 	if n != 2 || !cmp.Equal(want, reasons) {
@@ -91,6 +91,65 @@ func TestUpcomingAndPlannedCount(t *testing.T) {
 	}
 	if c := got.Conditions[0]; c.Type != autoscalingv1beta1.ValidCondition || c.Status != metav1.ConditionTrue || c.Message != "CapacityQuota is valid" {
 		t.Errorf("condition %+v", c)
+	}
+}
+
+// TestUpcomingFollowsTheLoop: each loop replaces every group's upcoming nodes;
+// a group the provider no longer reports, or that has lost its template,
+// counts nothing any more, and planned nodes last one loop only.
+func TestUpcomingFollowsTheLoop(t *testing.T) {
+	template := &cloudprovider.NodeInfo{Node: seedNode("template")}
+	a, b := group{id: "a"}, group{id: "b"}
+	type loop struct {
+		groups    []cloudprovider.NodeGroup
+		templates map[string]*cloudprovider.NodeInfo
+		upcoming  map[string]int
+		planned   map[string]int // Planned calls after StartLoop
+		// headroom of a new group under the 8 cpu quota (2 cpu per node).
+		want int
+	}
+	for _, tc := range []struct {
+		name  string
+		loops []loop
+	}{
+		{"the upcoming count, not instances, is what counts", []loop{
+			{groups: []cloudprovider.NodeGroup{a}, templates: map[string]*cloudprovider.NodeInfo{"a": template}, upcoming: map[string]int{"a": 3}, want: 1},
+		}},
+		{"a group that disappears leaves nothing behind", []loop{
+			{groups: []cloudprovider.NodeGroup{a, b}, templates: map[string]*cloudprovider.NodeInfo{"a": template, "b": template}, upcoming: map[string]int{"a": 2, "b": 1}, want: 1},
+			{groups: []cloudprovider.NodeGroup{b}, templates: map[string]*cloudprovider.NodeInfo{"b": template}, upcoming: map[string]int{"b": 1}, want: 3},
+		}},
+		{"a group that loses its template leaves nothing behind", []loop{
+			{groups: []cloudprovider.NodeGroup{a}, templates: map[string]*cloudprovider.NodeInfo{"a": template}, upcoming: map[string]int{"a": 4}, want: 0},
+			{groups: []cloudprovider.NodeGroup{a}, templates: map[string]*cloudprovider.NodeInfo{}, upcoming: map[string]int{"a": 4}, want: 4},
+		}},
+		{"planned nodes count in their loop only", []loop{
+			{groups: []cloudprovider.NodeGroup{a}, templates: map[string]*cloudprovider.NodeInfo{"a": template}, planned: map[string]int{"a": 3}, want: 1},
+			{groups: []cloudprovider.NodeGroup{a}, templates: map[string]*cloudprovider.NodeInfo{"a": template}, upcoming: map[string]int{"a": 1}, want: 3},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			quota := seedQuota("8")
+			p, err := New(Options{Enabled: true}, func() ([]*autoscalingv1beta1.CapacityQuota, error) {
+				return []*autoscalingv1beta1.CapacityQuota{quota}, nil
+			}, nil, nil, NewMetrics(prometheus.NewRegistry(), nil))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			for i, l := range tc.loops {
+				lc := &processors.LoopContext{Groups: l.groups, Templates: l.templates, Upcoming: l.upcoming}
+				if err := p.StartLoop(ctx, lc); err != nil {
+					t.Fatal(err)
+				}
+				for id, n := range l.planned {
+					p.Planned(ctx, lc, group{id: id}, template.Node, n)
+				}
+				if got, _ := p.Headroom(ctx, lc, group{id: "new"}, seedNode("new"), 10); got != l.want {
+					t.Errorf("loop %d: headroom %d, want %d", i, got, l.want)
+				}
+			}
+		})
 	}
 }
 
