@@ -42,8 +42,14 @@ type NodeGroup interface {
 	// IncreaseSize asks for delta more instances. It returns once the request is
 	// accepted, not once nodes have registered.
 	IncreaseSize(delta int) error
-	// DeleteNodes removes the given nodes' instances and shrinks the target.
+	// DeleteNodes removes the given nodes' instances and shrinks the target,
+	// never below the min size.
 	DeleteNodes(nodes []*corev1.Node) error
+	// ForceDeleteNodes is DeleteNodes even below the min size, for instances
+	// that failed or never registered (upstream's --force-delete-failed-nodes
+	// and --force-delete-unregistered-nodes); ErrNotImplemented when the
+	// provider cannot, and the caller falls back to DeleteNodes.
+	ForceDeleteNodes(nodes []*corev1.Node) error
 	// DecreaseTargetSize lowers the target without deleting registered nodes; it
 	// cancels instances that have not registered. delta is negative.
 	DecreaseTargetSize(delta int) error

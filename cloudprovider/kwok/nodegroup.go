@@ -112,7 +112,12 @@ func (g *nodeGroup) IncreaseSize(delta int) error {
 // DeleteNodes marks the nodes' instances Deleting; the backend deletes the nodes
 // and forgets the instances. Nodes of failed instances, which the autoscaler
 // builds from Nodes(), are accepted too.
-func (g *nodeGroup) DeleteNodes(nodes []*corev1.Node) error {
+func (g *nodeGroup) DeleteNodes(nodes []*corev1.Node) error { return g.deleteNodes(nodes, false) }
+
+// ForceDeleteNodes is DeleteNodes without the min size check.
+func (g *nodeGroup) ForceDeleteNodes(nodes []*corev1.Node) error { return g.deleteNodes(nodes, true) }
+
+func (g *nodeGroup) deleteNodes(nodes []*corev1.Node, force bool) error {
 	spec, err := g.spec()
 	if err != nil {
 		return err
@@ -141,7 +146,7 @@ func (g *nodeGroup) DeleteNodes(nodes []*corev1.Node) error {
 				marked[id] = true
 			}
 		}
-		if after := gs.targetSize() - len(marked); after < spec.minSize {
+		if after := gs.targetSize() - len(marked); after < spec.minSize && !force {
 			return fmt.Errorf("node group %s: deleting %d nodes would shrink it to %d, below its min size %d", g.name, len(marked), after, spec.minSize)
 		}
 		for id := range marked {

@@ -245,6 +245,16 @@ func TestDeleteNodes(t *testing.T) {
 	if len(pods.Items) != 1 || pods.Items[0].Name != "on-2" {
 		t.Errorf("pods after deleting general-00001: %v, want only on-2", pods.Items)
 	}
+	// At its min size, only ForceDeleteNodes removes the last one.
+	if err := g.DeleteNodes([]*corev1.Node{n2}); err == nil {
+		t.Errorf("DeleteNodes went below the min size")
+	}
+	if err := g.ForceDeleteNodes([]*corev1.Node{n2}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := g.TargetSize(); got != 0 {
+		t.Errorf("target size after ForceDeleteNodes %d, want 0", got)
+	}
 }
 
 func TestInjectedFailures(t *testing.T) {

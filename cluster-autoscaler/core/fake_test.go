@@ -66,8 +66,9 @@ func (g *fakeGroup) IncreaseSize(delta int) error {
 	g.target += delta
 	return nil
 }
-func (g *fakeGroup) DeleteNodes([]*corev1.Node) error { return nil }
-func (g *fakeGroup) DecreaseTargetSize(int) error     { return nil }
+func (g *fakeGroup) DeleteNodes([]*corev1.Node) error      { return nil }
+func (g *fakeGroup) ForceDeleteNodes([]*corev1.Node) error { return cloudprovider.ErrNotImplemented }
+func (g *fakeGroup) DecreaseTargetSize(int) error          { return nil }
 func (g *fakeGroup) Nodes() ([]cloudprovider.Instance, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

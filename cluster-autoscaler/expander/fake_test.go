@@ -19,6 +19,7 @@ func (g fakeGroup) MaxSize() int                             { return 100 }
 func (g fakeGroup) TargetSize() (int, error)                 { return 0, nil }
 func (g fakeGroup) IncreaseSize(int) error                   { return cloudprovider.ErrNotImplemented }
 func (g fakeGroup) DeleteNodes([]*corev1.Node) error         { return cloudprovider.ErrNotImplemented }
+func (g fakeGroup) ForceDeleteNodes([]*corev1.Node) error    { return cloudprovider.ErrNotImplemented }
 func (g fakeGroup) DecreaseTargetSize(int) error             { return cloudprovider.ErrNotImplemented }
 func (g fakeGroup) Nodes() ([]cloudprovider.Instance, error) { return nil, nil }
 func (g fakeGroup) TemplateNodeInfo() (*cloudprovider.NodeInfo, error) {
