@@ -32,6 +32,11 @@ type Registry struct {
 	backoffs  map[string]*backoff
 	// lastScaleUp is when each group was last increased.
 	lastScaleUp map[string]time.Time
+	// requests are the scale-ups whose nodes have not all registered: the
+	// target asked for and when it is due. One not met by then fails, as
+	// upstream's scale-up requests time out after --max-node-provision-time,
+	// also when the infrastructure never even created the instances.
+	requests map[string]scaleUpRequest
 	// failedInstances are failed instances already turned into a backoff, so one
 	// failure is not counted twice while its deletion is under way.
 	failedInstances map[string]bool
@@ -45,6 +50,7 @@ func NewRegistry(opts Options) *Registry {
 		firstSeen:       map[string]time.Time{},
 		backoffs:        map[string]*backoff{},
 		lastScaleUp:     map[string]time.Time{},
+		requests:        map[string]scaleUpRequest{},
 		failedInstances: map[string]bool{},
 	}
 }
@@ -100,6 +106,7 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 		}
 	}
 	state := &State{Now: now, byID: map[string]*GroupState{}}
+	present := map[string]bool{}
 	seen := map[string]bool{}
 	managed := 0
 	groups := provider.NodeGroups()
@@ -117,6 +124,8 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 			return nil, fmt.Errorf("listing the instances of node group %s: %w", g.Id(), err)
 		}
 		gs := &GroupState{Group: g, Target: target, Min: g.MinSize(), Max: g.MaxSize()}
+		present[g.Id()] = true
+		failedNow := false
 		for _, in := range instances {
 			if n, ok := registered[in.Id]; ok {
 				gs.Registered++
@@ -140,6 +149,7 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 				gs.Failed = append(gs.Failed, in)
 				if !r.failedInstances[in.Id] {
 					r.failedInstances[in.Id] = true
+					failedNow = true
 					r.fail(g.Id(), *in.Status.ErrorInfo, now)
 					logger.Info("Instance creation failed; backing off node group", "nodeGroup", g.Id(), "instance", in.Id,
 						"errorCode", in.Status.ErrorInfo.ErrorCode, "error", in.Status.ErrorInfo.ErrorMessage)
@@ -148,6 +158,7 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 				gs.Late = append(gs.Late, in)
 				if !r.failedInstances[in.Id] {
 					r.failedInstances[in.Id] = true
+					failedNow = true
 					r.fail(g.Id(), cloudprovider.InstanceErrorInfo{
 						ErrorClass:   cloudprovider.OtherErrorClass,
 						ErrorCode:    "timeout",
@@ -158,6 +169,7 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 			}
 		}
 		gs.Upcoming = max(target-gs.Registered, len(gs.Unregistered), 0)
+		r.checkRequest(ctx, gs, failedNow, now)
 		managed += gs.Registered
 		state.Groups = append(state.Groups, gs)
 		state.byID[g.Id()] = gs
@@ -166,6 +178,11 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 		if !seen[id] {
 			delete(r.firstSeen, id)
 			delete(r.failedInstances, id)
+		}
+	}
+	for id := range r.requests {
+		if !present[id] {
+			delete(r.requests, id)
 		}
 	}
 	state.Unmanaged = len(nodes) - managed
@@ -187,8 +204,45 @@ func (r *Registry) RegisterFailedScaleUp(groupID string, err error, now time.Tim
 	r.fail(groupID, cloudprovider.InstanceErrorInfo{ErrorClass: cloudprovider.OtherErrorClass, ErrorCode: "cloudProviderError", ErrorMessage: err.Error()}, now)
 }
 
-// RegisterScaleUp records a successful increase.
-func (r *Registry) RegisterScaleUp(groupID string, now time.Time) { r.lastScaleUp[groupID] = now }
+// scaleUpRequest is a target a scale-up asked for and when it is due.
+type scaleUpRequest struct {
+	target int
+	due    time.Time
+}
+
+// RegisterScaleUp records a successful increase to target; its nodes are due
+// within --max-node-provision-time. A later increase of the same group
+// extends the request to the new target and due time, as upstream's does.
+func (r *Registry) RegisterScaleUp(groupID string, target int, now time.Time) {
+	r.lastScaleUp[groupID] = now
+	r.requests[groupID] = scaleUpRequest{target: target, due: now.Add(r.opts.MaxNodeProvisionTime)}
+}
+
+// checkRequest ends a group's scale-up request once its nodes registered, its
+// target was lowered below it or one of its instances failed, and fails it
+// once it is overdue.
+func (r *Registry) checkRequest(ctx context.Context, gs *GroupState, failedNow bool, now time.Time) {
+	id := gs.Group.Id()
+	req, ok := r.requests[id]
+	if !ok {
+		return
+	}
+	switch {
+	case failedNow || gs.Registered >= req.target || gs.Target < req.target:
+		// A failed instance has backed the group off already.
+		delete(r.requests, id)
+	case now.After(req.due):
+		delete(r.requests, id)
+		missing := req.target - gs.Registered
+		r.fail(id, cloudprovider.InstanceErrorInfo{
+			ErrorClass:   cloudprovider.OtherErrorClass,
+			ErrorCode:    "timeout",
+			ErrorMessage: fmt.Sprintf("%d of the %d nodes asked for did not register within %s", missing, req.target, r.opts.MaxNodeProvisionTime),
+		}, now)
+		klog.FromContext(ctx).Info("Scale-up timed out; backing off node group", "nodeGroup", id, "target", req.target,
+			"registered", gs.Registered, "maxNodeProvisionTime", r.opts.MaxNodeProvisionTime)
+	}
+}
 
 // LastScaleUp is when any group was last increased.
 func (r *Registry) LastScaleUp() time.Time {

@@ -130,3 +130,64 @@ func TestLateInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleUpTimeout: replicas asked for that never become instances (a
+// MachineSet that cannot create Machines) fail the scale-up once
+// --max-node-provision-time has passed, as upstream's scale-up requests time
+// out; a request met in time, or already failed by an instance, does not.
+func TestScaleUpTimeout(t *testing.T) {
+	start := time.Unix(0, 0)
+	for _, tc := range []struct {
+		name          string
+		instances     []cloudprovider.Instance
+		nodes         []*corev1.Node
+		wantBackedOff bool
+	}{
+		{name: "no instance ever appeared", wantBackedOff: true},
+		{name: "the nodes registered",
+			instances: []cloudprovider.Instance{instance("a", cloudprovider.InstanceRunning, false), instance("b", cloudprovider.InstanceRunning, false)},
+			nodes:     []*corev1.Node{readyNode("a"), readyNode("b")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRegistry(Options{MaxNodeProvisionTime: time.Minute, Backoff: BackoffOptions{Initial: time.Minute, Max: time.Hour, Reset: time.Hour}})
+			g := &fakeGroup{id: "g", target: 2}
+			p := &fakeProvider{groups: []cloudprovider.NodeGroup{g}}
+			r.RegisterScaleUp("g", 2, start)
+			if _, err := r.Update(context.Background(), p, nil, start.Add(30*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			g.instances = tc.instances
+			at := start.Add(61 * time.Second)
+			state, err := r.Update(context.Background(), p, tc.nodes, at)
+			if err != nil {
+				t.Fatal(err)
+			}
+			backedOff, info := r.BackedOff("g", at)
+			if backedOff != tc.wantBackedOff {
+				t.Errorf("backed off %v (%+v), want %v", backedOff, info, tc.wantBackedOff)
+			}
+			if backedOff && info.ErrorCode != "timeout" {
+				t.Errorf("error %+v, want the timeout", info)
+			}
+			if tc.wantBackedOff && state.Group("g").Upcoming != 2 {
+				t.Errorf("a timed-out scale-up's replicas still count as upcoming: got %d, want 2", state.Group("g").Upcoming)
+			}
+		})
+	}
+	t.Run("a failed instance backs off once", func(t *testing.T) {
+		r := NewRegistry(Options{MaxNodeProvisionTime: time.Minute, Backoff: BackoffOptions{Initial: time.Minute, Max: time.Hour, Reset: time.Hour}})
+		g := &fakeGroup{id: "g", target: 1, instances: []cloudprovider.Instance{instance("a", cloudprovider.InstanceCreating, true)}}
+		p := &fakeProvider{groups: []cloudprovider.NodeGroup{g}}
+		r.RegisterScaleUp("g", 1, start)
+		for _, at := range []time.Duration{10 * time.Second, 70 * time.Second, 130 * time.Second} {
+			if _, err := r.Update(context.Background(), p, nil, start.Add(at)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// One failure at 10s: a 1 minute backoff, over at 70s; a second
+		// failure (the timeout) would have doubled it past 130s.
+		if backedOff, info := r.BackedOff("g", start.Add(130*time.Second)); backedOff {
+			t.Errorf("still backed off at 130s: %+v", info)
+		}
+	})
+}

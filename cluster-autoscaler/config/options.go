@@ -74,6 +74,20 @@ type Options struct {
 	// InterPodAffinityHostnameFastPath turns on the feature gate of that name
 	// for the simulation's scheduler plugins.
 	InterPodAffinityHostnameFastPath bool
+
+	// Cluster API and the removal of failed instances, as upstream's flags of
+	// the same names.
+	//
+	// NodeGroupAutoDiscovery are --node-group-auto-discovery specs
+	// (clusterapi:namespace=NS,clusterName=NAME,KEY=VALUE).
+	NodeGroupAutoDiscovery []string
+	// ClusterAPICloudConfigAuthoritative makes an empty --cloud-config mean
+	// the in-cluster config for the management cluster, not --kubeconfig.
+	ClusterAPICloudConfigAuthoritative bool
+	// ForceDeleteFailedNodes and ForceDeleteUnregisteredNodes remove failed
+	// and long-unregistered instances even below their group's min size.
+	ForceDeleteFailedNodes       bool
+	ForceDeleteUnregisteredNodes bool
 }
 
 // Defaults are upstream's defaults, except where the flag table (Flags) says

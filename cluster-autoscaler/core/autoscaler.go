@@ -5,6 +5,7 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -229,25 +230,51 @@ func (a *Autoscaler) unschedulable(p *corev1.Pod, now time.Time) bool {
 	return false
 }
 
-// removeFailedInstances deletes instances that failed to come up or registered
-// too late, as upstream does, so that they stop counting as upcoming capacity once
-// the infrastructure has removed them.
+// removeFailedInstances deletes instances that registered too late, then
+// instances that failed to come up, as upstream does, so that they stop
+// counting as upcoming capacity once the infrastructure has removed them.
+// Late ones are removed down to the group's min size only, failed ones as far
+// as DeleteNodes allows; --force-delete-unregistered-nodes and
+// --force-delete-failed-nodes remove them regardless of the min size.
 func (a *Autoscaler) removeFailedInstances(ctx context.Context, state *clusterstate.State) {
 	logger := klog.FromContext(ctx)
 	for _, gs := range state.Groups {
-		doomed := append(append([]cloudprovider.Instance(nil), gs.Failed...), gs.Late...)
-		if len(doomed) == 0 {
-			continue
+		late := gs.Late
+		if len(late) > 0 && !a.opts.ForceDeleteUnregisteredNodes {
+			room := gs.Target - gs.Min
+			if room <= 0 {
+				logger.Info("Node group at its min size: keeping its unregistered instances", "nodeGroup", gs.Group.Id(), "instances", len(late))
+				late = nil
+			} else if len(late) > room {
+				late = late[:room]
+			}
 		}
-		placeholders := make([]*corev1.Node, 0, len(doomed))
-		for _, in := range doomed {
-			placeholders = append(placeholders, &corev1.Node{Spec: corev1.NodeSpec{ProviderID: in.Id}})
-			placeholders[len(placeholders)-1].Name = in.Id
-		}
-		if err := gs.Group.DeleteNodes(placeholders); err != nil {
-			logger.Error(err, "Removing failed instances", "nodeGroup", gs.Group.Id(), "instances", len(placeholders))
-			continue
-		}
-		logger.Info("Removed failed instances", "nodeGroup", gs.Group.Id(), "instances", len(placeholders))
+		a.deleteInstances(ctx, gs, late, a.opts.ForceDeleteUnregisteredNodes, "unregistered")
+		a.deleteInstances(ctx, gs, gs.Failed, a.opts.ForceDeleteFailedNodes, "failed")
 	}
+}
+
+func (a *Autoscaler) deleteInstances(ctx context.Context, gs *clusterstate.GroupState, instances []cloudprovider.Instance, force bool, kind string) {
+	if len(instances) == 0 {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	placeholders := make([]*corev1.Node, 0, len(instances))
+	for _, in := range instances {
+		n := &corev1.Node{Spec: corev1.NodeSpec{ProviderID: in.Id}}
+		n.Name = in.Id
+		placeholders = append(placeholders, n)
+	}
+	err := cloudprovider.ErrNotImplemented
+	if force {
+		err = gs.Group.ForceDeleteNodes(placeholders)
+	}
+	if errors.Is(err, cloudprovider.ErrNotImplemented) {
+		err = gs.Group.DeleteNodes(placeholders)
+	}
+	if err != nil {
+		logger.Error(err, "Removing instances", "nodeGroup", gs.Group.Id(), "kind", kind, "instances", len(placeholders))
+		return
+	}
+	logger.Info("Removed instances", "nodeGroup", gs.Group.Id(), "kind", kind, "instances", len(placeholders), "force", force)
 }

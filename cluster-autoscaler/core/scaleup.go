@@ -174,7 +174,7 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 			status.Error = fmt.Errorf("increasing node group %s by %d: %w", id, delta, err)
 			continue
 		}
-		a.registry.RegisterScaleUp(id, lc.Now)
+		a.registry.RegisterScaleUp(id, gs.Target+delta, lc.Now)
 		if !a.opts.BalanceSimilarNodeGroups {
 			for _, l := range a.limiters {
 				l.Planned(ctx, lc, gs.Group, lc.Templates[id].Node, delta)
