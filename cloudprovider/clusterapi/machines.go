@@ -29,9 +29,20 @@ const (
 	// a workload cluster's nodes: the machine's name and namespace.
 	MachineAnnotation          = "cluster.x-k8s.io/machine"
 	ClusterNamespaceAnnotation = "cluster.x-k8s.io/cluster-namespace"
-	// DeploymentNameLabel and SetNameLabel are set on machines by their owners.
+	// DeploymentNameLabel, SetNameLabel and PoolNameLabel are set on machines
+	// by their owners.
 	DeploymentNameLabel = "cluster.x-k8s.io/deployment-name"
 	SetNameLabel        = "cluster.x-k8s.io/set-name"
+	PoolNameLabel       = "cluster.x-k8s.io/pool-name"
+	// ClusterNameLabel names the Cluster an object belongs to.
+	ClusterNameLabel = "cluster.x-k8s.io/cluster-name"
+	// PausedAnnotation on a scalable resource stops Cluster API reconciling
+	// it; the autoscaler then leaves it out, as upstream does.
+	PausedAnnotation = "cluster.x-k8s.io/paused"
+	// InsufficientResourcesMachineError is Cluster API's failure reason for a
+	// machine the infrastructure has no capacity for (a stockout, an exhausted
+	// cloud quota).
+	InsufficientResourcesMachineError = "InsufficientResourcesMachineError"
 
 	// pendingIDPrefix makes the instance ID of a machine without a provider ID,
 	// clusterapi-pending://NAMESPACE/NAME: the autoscaler needs an ID for every
@@ -40,6 +51,8 @@ const (
 
 	kindMachineDeployment = "MachineDeployment"
 	kindMachineSet        = "MachineSet"
+	kindMachinePool       = "MachinePool"
+	kindMachine           = "Machine"
 )
 
 func key(u *unstructured.Unstructured) types.NamespacedName {
@@ -94,7 +107,8 @@ func failure(m *unstructured.Unstructured) (reason, message string) {
 //   - being deleted (deletionTimestamp, phase Deleting or Deleted): Deleting;
 //   - failed (phase Failed or a failure reason) before a node registered:
 //     Creating with ErrorInfo, which makes the autoscaler back off the group and
-//     delete the machine;
+//     delete the machine; InsufficientResourcesMachineError is an
+//     out-of-resources error, any other reason another error;
 //   - Running or Updating, or a node registered: Running;
 //   - otherwise (Pending, Provisioning, Provisioned, Unknown, no phase): Creating.
 func machineStatus(m *unstructured.Unstructured) *cloudprovider.InstanceStatus {
@@ -110,10 +124,14 @@ func machineStatus(m *unstructured.Unstructured) *cloudprovider.InstanceStatus {
 		if message == "" {
 			message = fmt.Sprintf("machine %s/%s failed to provision", m.GetNamespace(), m.GetName())
 		}
+		class := cloudprovider.OtherErrorClass
+		if reason == InsufficientResourcesMachineError {
+			class = cloudprovider.OutOfResourcesErrorClass
+		}
 		return &cloudprovider.InstanceStatus{
 			State: cloudprovider.InstanceCreating,
 			ErrorInfo: &cloudprovider.InstanceErrorInfo{
-				ErrorClass:   cloudprovider.OtherErrorClass,
+				ErrorClass:   class,
 				ErrorCode:    reason,
 				ErrorMessage: message,
 			},

@@ -17,14 +17,15 @@ import (
 	"github.com/quotascale/quotascale/cloudprovider"
 )
 
-// nodeGroup is a MachineDeployment or a MachineSet as of the last Refresh.
+// nodeGroup is a MachineDeployment, a MachineSet or a MachinePool as of the
+// last Refresh.
 type nodeGroup struct {
 	p                *Provider
 	id               string // Kind/namespace/name, as upstream names them
 	kind             string
 	namespace, name  string
 	minSize, maxSize int
-	obj              *unstructured.Unstructured
+	obj              *unstructured.Unstructured // the informer's object: read only
 	machines         []*unstructured.Unstructured
 	mu               sync.Mutex
 	replicas         int // spec.replicas, updated by our own scaling
@@ -51,9 +52,11 @@ func (g *nodeGroup) Debug() string {
 // scale reads the group's scale subresource, lets next compute the new replica
 // count from the current one, and writes it back through the subresource. The
 // write carries the read's resourceVersion, so a concurrent change makes it
-// conflict, and it is recomputed from a fresh read.
+// conflict, and it is recomputed from a fresh read. It returns once the
+// informer has seen the write, so the next Refresh reads the new target.
 func (g *nodeGroup) scale(next func(current int) (int, error)) (from, to int, err error) {
 	res := g.p.resource(g.kind, g.namespace)
+	written := ""
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		s, err := res.Get(g.p.ctx, g.name, metav1.GetOptions{}, "scale")
 		if err != nil {
@@ -74,9 +77,11 @@ func (g *nodeGroup) scale(next func(current int) (int, error)) (from, to int, er
 		if err := unstructured.SetNestedField(s.Object, int64(want), "spec", "replicas"); err != nil {
 			return err
 		}
-		if _, err := res.Update(g.p.ctx, s, metav1.UpdateOptions{FieldManager: FieldManager}, "scale"); err != nil {
+		updated, err := res.Update(g.p.ctx, s, metav1.UpdateOptions{FieldManager: FieldManager}, "scale")
+		if err != nil {
 			return fmt.Errorf("scaling %s from %d to %d: %w", g.id, current, want, err)
 		}
+		written = updated.GetResourceVersion()
 		return nil
 	})
 	if err != nil {
@@ -85,6 +90,15 @@ func (g *nodeGroup) scale(next func(current int) (int, error)) (from, to int, er
 	g.mu.Lock()
 	g.replicas = to
 	g.mu.Unlock()
+	if written != "" {
+		err := g.p.informers.waitForWrite(g.kind, g.namespace, g.name, written, func(u *unstructured.Unstructured) bool {
+			r, _, _ := unstructured.NestedInt64(u.Object, "spec", "replicas")
+			return int(r) == to
+		})
+		if err != nil {
+			klog.FromContext(g.p.ctx).Info("The informer has not seen a scaling yet", "nodeGroup", g.id, "replicas", to, "err", err)
+		}
+	}
 	return from, to, nil
 }
 
@@ -107,15 +121,28 @@ func (g *nodeGroup) IncreaseSize(delta int) error {
 }
 
 // DeleteNodes marks the nodes' machines with the delete-machine annotation, so
-// that the MachineSet deletes exactly those, then lowers the replicas by their
-// number. If the scaling fails the marks are taken back.
-func (g *nodeGroup) DeleteNodes(nodes []*corev1.Node) error {
+// that Cluster API deletes exactly those, then lowers the replicas by their
+// number, never below the min size. If the scaling fails the marks are taken
+// back. A MachinePool node without a Machine only lowers the replicas, as
+// upstream does.
+func (g *nodeGroup) DeleteNodes(nodes []*corev1.Node) error { return g.deleteNodes(nodes, false) }
+
+// ForceDeleteNodes is DeleteNodes below the min size too: upstream's
+// --force-delete-failed-nodes and --force-delete-unregistered-nodes.
+func (g *nodeGroup) ForceDeleteNodes(nodes []*corev1.Node) error { return g.deleteNodes(nodes, true) }
+
+func (g *nodeGroup) deleteNodes(nodes []*corev1.Node, force bool) error {
 	snap := g.p.snapshot()
 	var doomed []types.NamespacedName
 	seen := map[types.NamespacedName]bool{}
+	withoutMachine := 0
 	for _, n := range nodes {
 		k, ok := snap.machineForNode(n)
 		if !ok {
+			if g.kind == kindMachinePool && n.Spec.ProviderID != "" && snap.poolOf[n.Spec.ProviderID] == g {
+				withoutMachine++
+				continue
+			}
 			return fmt.Errorf("%s: node %s (provider ID %q) has no machine", g.id, n.Name, n.Spec.ProviderID)
 		}
 		if owner := snap.groupOf[k]; owner == nil || owner.id != g.id {
@@ -127,21 +154,22 @@ func (g *nodeGroup) DeleteNodes(nodes []*corev1.Node) error {
 		seen[k] = true
 		doomed = append(doomed, k)
 	}
-	if len(doomed) == 0 {
+	count := len(doomed) + withoutMachine
+	if count == 0 {
 		return nil
 	}
-	belowMin := func(current int) (int, error) {
-		if current-len(doomed) < g.minSize {
+	next := func(current int) (int, error) {
+		if !force && current-count < g.minSize {
 			return 0, fmt.Errorf("%s: deleting %d nodes would shrink it from %d to %d, below its min size %d",
-				g.id, len(doomed), current, current-len(doomed), g.minSize)
+				g.id, count, current, current-count, g.minSize)
 		}
-		return current - len(doomed), nil
+		return max(current-count, 0), nil
 	}
 	// Check before marking anything; the scaling checks again against a fresh read.
-	if _, err := g.currentReplicas(belowMin); err != nil {
+	if _, err := g.currentReplicas(next); err != nil {
 		return err
 	}
-	return g.markAndScale(doomed, belowMin)
+	return g.markAndScale(doomed, next)
 }
 
 // DecreaseTargetSize lowers the replicas without deleting registered nodes. It
@@ -162,6 +190,14 @@ func (g *nodeGroup) DecreaseTargetSize(delta int) error {
 			registered++
 		} else {
 			unregistered = append(unregistered, m)
+		}
+	}
+	if g.kind == kindMachinePool {
+		// Instances of a pool without Machines are its listed provider IDs.
+		ids, _, _ := unstructured.NestedStringSlice(g.obj.Object, "spec", "providerIDList")
+		if len(ids) > live {
+			registered += len(ids) - live
+			live = len(ids)
 		}
 	}
 	sort.Slice(unregistered, func(i, j int) bool {
@@ -247,18 +283,30 @@ func (g *nodeGroup) annotateMachine(k types.NamespacedName, value *string) error
 	if err != nil {
 		return err
 	}
-	_, err = g.p.resource("Machine", k.Namespace).Patch(g.p.ctx, k.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	_, err = g.p.resource(kindMachine, k.Namespace).Patch(g.p.ctx, k.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 	if err != nil {
 		return fmt.Errorf("annotating machine %s for deletion: %w", k, err)
 	}
 	return nil
 }
 
-// Nodes lists the group's machines, sorted by instance ID.
+// Nodes lists the group's machines, and a MachinePool's listed provider IDs
+// that no Machine stands for, sorted by instance ID.
 func (g *nodeGroup) Nodes() ([]cloudprovider.Instance, error) {
 	out := make([]cloudprovider.Instance, 0, len(g.machines))
+	known := map[string]bool{}
 	for _, m := range g.machines {
-		out = append(out, cloudprovider.Instance{Id: instanceID(m), Status: machineStatus(m)})
+		id := instanceID(m)
+		known[id] = true
+		out = append(out, cloudprovider.Instance{Id: id, Status: machineStatus(m)})
+	}
+	if g.kind == kindMachinePool {
+		ids, _, _ := unstructured.NestedStringSlice(g.obj.Object, "spec", "providerIDList")
+		for _, id := range ids {
+			if !known[id] {
+				out = append(out, cloudprovider.Instance{Id: id, Status: &cloudprovider.InstanceStatus{State: cloudprovider.InstanceRunning}})
+			}
+		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Id < out[j].Id })
 	return out, nil

@@ -34,19 +34,31 @@ func sizes(minSize, maxSize string) map[string]string {
 
 func newFakeProvider(t *testing.T, objs ...runtime.Object) *Provider {
 	t.Helper()
+	return newFakeProviderWith(t, Options{}, objs...)
+}
+
+// newFakeProviderWith runs the provider on a fake dynamic client holding
+// objs; opts.Client is set here.
+func newFakeProviderWith(t *testing.T, opts Options, objs ...runtime.Object) *Provider {
+	t.Helper()
 	listKinds := map[schema.GroupVersionResource]string{
 		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machinedeployments"}: "MachineDeploymentList",
 		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machinesets"}:        "MachineSetList",
+		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machinepools"}:       "MachinePoolList",
 		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machines"}:           "MachineList",
+		infraTemplates: "KwokMachineTemplateList",
 	}
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...)
+	opts.Client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...)
 	_, ctx := ktesting.NewTestContext(t)
-	p, err := NewProvider(ctx, Options{Client: client})
+	p, err := NewProvider(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = p.Cleanup() })
 	return p
 }
+
+var infraTemplates = schema.GroupVersionResource{Group: "infrastructure.cluster.x-k8s.io", Version: "v1alpha1", Resource: "kwokmachinetemplates"}
 
 // TestDiscovery: which objects are node groups, which machines are theirs, and
 // which group a node maps to.
@@ -168,6 +180,7 @@ func TestTemplateNodeInfo(t *testing.T) {
 		Status: corev1.NodeStatus{
 			Capacity: capacity, Allocatable: capacity, Phase: corev1.NodeRunning,
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}},
+			NodeInfo:   corev1.NodeSystemInfo{OperatingSystem: "linux", Architecture: "amd64"},
 		},
 	}
 	equateQuantities := cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })
@@ -182,7 +195,7 @@ func TestTemplateNodeInfoErrors(t *testing.T) {
 		annotations map[string]string
 		want        string
 	}{
-		{"no capacity", nil, "MachineDeployment/ns/md: scale from zero needs the capacity.cluster-autoscaler.kubernetes.io/cpu and capacity.cluster-autoscaler.kubernetes.io/memory annotations: not implemented"},
+		{"no capacity", nil, "MachineDeployment/ns/md: scale from zero needs cpu and memory in the infrastructure machine template's status.capacity or the capacity.cluster-autoscaler.kubernetes.io/cpu and capacity.cluster-autoscaler.kubernetes.io/memory annotations: not implemented"},
 		{"bad cpu", map[string]string{CPUAnnotation: "lots", MemoryAnnotation: "1Gi"},
 			`MachineDeployment/ns/md: annotation capacity.cluster-autoscaler.kubernetes.io/cpu: "lots" is not a non-negative quantity`},
 		{"bad max pods", map[string]string{CPUAnnotation: "1", MemoryAnnotation: "1Gi", MaxPodsAnnotation: "1.5"},
@@ -199,7 +212,7 @@ func TestTemplateNodeInfoErrors(t *testing.T) {
 			for k, v := range tc.annotations {
 				annotations[k] = v
 			}
-			p := newFakeProvider(t, scalable("MachineDeployment", "md", annotations, 0))
+			p := newFakeProvider(t, scalable("MachineDeployment", "md", annotations, 1))
 			_, err := p.NodeGroups()[0].TemplateNodeInfo()
 			if err == nil || err.Error() != tc.want {
 				t.Fatalf("error %v, want %q", err, tc.want)

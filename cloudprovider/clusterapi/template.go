@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
 )
@@ -33,66 +35,43 @@ const (
 	defaultMaxPods = 110
 )
 
-// TemplateNodeInfo builds a Ready node from the group's capacity annotations,
-// its machine template's labels that Cluster API copies to nodes, its machine
-// template's taints, and the labels and taints annotations (which win). cpu and
-// memory are required; without them it returns cloudprovider.ErrNotImplemented,
-// meaning the group cannot scale from zero.
+// TemplateNodeInfo describes the group's next node in three layers, each
+// over the one before, as upstream builds it:
+//   - the infrastructure machine template's status.capacity and
+//     status.nodeInfo (Cluster API's opt-in contract for autoscaling from
+//     zero), with the machine template's labels that Cluster API copies to
+//     nodes and its taints;
+//   - upstream's capacity annotations, which win over the infrastructure's
+//     figures, and the labels and taints annotations;
+//   - a Ready, schedulable node the group already has, whose labels, taints
+//     and resources are what the next one will have (upstream's core prefers
+//     such a node to any provider template).
+//
+// Without cpu and memory from the first two, and no node to copy, it returns
+// cloudprovider.ErrNotImplemented: the group cannot scale from zero.
 func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeInfo, error) {
+	if node := g.existingNode(); node != nil {
+		return &cloudprovider.NodeInfo{Node: sanitizedCopy(node, g.templateName())}, nil
+	}
+	capacity, system := g.infrastructureCapacity()
 	a := g.obj.GetAnnotations()
-	if a[CPUAnnotation] == "" || a[MemoryAnnotation] == "" {
-		return nil, fmt.Errorf("%s: scale from zero needs the %s and %s annotations: %w", g.id, CPUAnnotation, MemoryAnnotation, cloudprovider.ErrNotImplemented)
+	if err := annotatedCapacity(a, capacity); err != nil {
+		return nil, fmt.Errorf("%s: %w", g.id, err)
 	}
-	capacity := corev1.ResourceList{}
-	for _, r := range []struct {
-		annotation string
-		name       corev1.ResourceName
-	}{
-		{CPUAnnotation, corev1.ResourceCPU},
-		{MemoryAnnotation, corev1.ResourceMemory},
-		{EphemeralDiskAnnotation, corev1.ResourceEphemeralStorage},
-	} {
-		text := a[r.annotation]
-		if text == "" {
-			continue
-		}
-		q, err := resource.ParseQuantity(text)
-		if err != nil || q.Sign() < 0 {
-			return nil, fmt.Errorf("%s: annotation %s: %q is not a non-negative quantity", g.id, r.annotation, text)
-		}
-		capacity[r.name] = q
+	_, hasCPU := capacity[corev1.ResourceCPU]
+	_, hasMemory := capacity[corev1.ResourceMemory]
+	if !hasCPU || !hasMemory {
+		return nil, fmt.Errorf("%s: scale from zero needs cpu and memory in the infrastructure machine template's status.capacity or the %s and %s annotations: %w",
+			g.id, CPUAnnotation, MemoryAnnotation, cloudprovider.ErrNotImplemented)
 	}
-	pods := int64(defaultMaxPods)
-	if text := a[MaxPodsAnnotation]; text != "" {
-		n, err := strconv.ParseInt(text, 10, 64)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%s: annotation %s: %q is not a non-negative integer", g.id, MaxPodsAnnotation, text)
-		}
-		pods = n
-	}
-	capacity[corev1.ResourcePods] = *resource.NewQuantity(pods, resource.DecimalSI)
-	if text := a[GPUCountAnnotation]; text != "" {
-		n, err := strconv.ParseInt(text, 10, 64)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%s: annotation %s: %q is not a non-negative integer", g.id, GPUCountAnnotation, text)
-		}
-		gpuType := a[GPUTypeAnnotation]
-		if gpuType == "" || len(content.IsLabelKey(gpuType)) > 0 {
-			return nil, fmt.Errorf("%s: annotation %s: %q is not a resource name such as nvidia.com/gpu", g.id, GPUTypeAnnotation, gpuType)
-		}
-		if n > 0 {
-			capacity[corev1.ResourceName(gpuType)] = *resource.NewQuantity(n, resource.DecimalSI)
-		}
+	if _, ok := capacity[corev1.ResourcePods]; !ok {
+		capacity[corev1.ResourcePods] = *resource.NewQuantity(defaultMaxPods, resource.DecimalSI)
 	}
 
-	name := g.name
-	if len(name) > 54 {
-		name = name[:54]
-	}
-	name += "-template"
+	name := g.templateName()
 	labels := map[string]string{
-		corev1.LabelOSStable:   "linux",
-		corev1.LabelArchStable: "amd64",
+		corev1.LabelOSStable:   system.OperatingSystem,
+		corev1.LabelArchStable: system.Architecture,
 	}
 	templateLabels, _, _ := unstructured.NestedStringMap(g.obj.Object, "spec", "template", "metadata", "labels")
 	for k, v := range templateLabels {
@@ -121,9 +100,204 @@ func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeInfo, error) {
 			Allocatable: capacity.DeepCopy(),
 			Phase:       corev1.NodeRunning,
 			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}},
+			NodeInfo:    system,
 		},
 	}
 	return &cloudprovider.NodeInfo{Node: node}, nil
+}
+
+func (g *nodeGroup) templateName() string {
+	name := g.name
+	if len(name) > 54 {
+		name = name[:54]
+	}
+	return name + "-template"
+}
+
+// annotatedCapacity sets the annotated resources on capacity, over what is
+// there.
+func annotatedCapacity(a map[string]string, capacity corev1.ResourceList) error {
+	for _, r := range []struct {
+		annotation string
+		name       corev1.ResourceName
+	}{
+		{CPUAnnotation, corev1.ResourceCPU},
+		{MemoryAnnotation, corev1.ResourceMemory},
+		{EphemeralDiskAnnotation, corev1.ResourceEphemeralStorage},
+	} {
+		text := a[r.annotation]
+		if text == "" {
+			continue
+		}
+		q, err := resource.ParseQuantity(text)
+		if err != nil || q.Sign() < 0 {
+			return fmt.Errorf("annotation %s: %q is not a non-negative quantity", r.annotation, text)
+		}
+		capacity[r.name] = q
+	}
+	if text := a[MaxPodsAnnotation]; text != "" {
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("annotation %s: %q is not a non-negative integer", MaxPodsAnnotation, text)
+		}
+		capacity[corev1.ResourcePods] = *resource.NewQuantity(n, resource.DecimalSI)
+	}
+	if text := a[GPUCountAnnotation]; text != "" {
+		n, err := strconv.ParseInt(text, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("annotation %s: %q is not a non-negative integer", GPUCountAnnotation, text)
+		}
+		gpuType := a[GPUTypeAnnotation]
+		if gpuType == "" || len(content.IsLabelKey(gpuType)) > 0 {
+			return fmt.Errorf("annotation %s: %q is not a resource name such as nvidia.com/gpu", GPUTypeAnnotation, gpuType)
+		}
+		if n > 0 {
+			capacity[corev1.ResourceName(gpuType)] = *resource.NewQuantity(n, resource.DecimalSI)
+		}
+	}
+	return nil
+}
+
+// infrastructureCapacity reads the infrastructure machine template's
+// status.capacity and status.nodeInfo. A template that cannot be read, or
+// a quantity that does not parse, contributes nothing: the annotations may
+// still describe the group.
+func (g *nodeGroup) infrastructureCapacity() (corev1.ResourceList, corev1.NodeSystemInfo) {
+	capacity := corev1.ResourceList{}
+	system := corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux"}
+	ref, found, _ := unstructured.NestedStringMap(g.obj.Object, "spec", "template", "spec", "infrastructureRef")
+	if !found || ref["kind"] == "" || ref["name"] == "" || g.p.informers == nil {
+		return capacity, system
+	}
+	apiGroup := ref["apiGroup"]
+	if apiGroup == "" { // a v1beta1 ObjectReference
+		apiGroup = schema.FromAPIVersionAndKind(ref["apiVersion"], ref["kind"]).Group
+	}
+	logger := klog.FromContext(g.p.ctx).WithValues("nodeGroup", g.id)
+	template, err := g.p.informers.template(apiGroup, ref["kind"], g.namespace, ref["name"])
+	if err != nil || template == nil {
+		if err != nil {
+			logger.V(4).Info("No capacity from the infrastructure machine template", "reason", err.Error())
+		}
+		return capacity, system
+	}
+	fromStatus, _, _ := unstructured.NestedStringMap(template.Object, "status", "capacity")
+	for name, text := range fromStatus {
+		q, err := resource.ParseQuantity(text)
+		if err != nil || q.Sign() < 0 {
+			logger.V(2).Info("Ignoring a capacity of the infrastructure machine template", "resource", name, "value", text)
+			continue
+		}
+		capacity[corev1.ResourceName(name)] = q
+	}
+	info, _, _ := unstructured.NestedStringMap(template.Object, "status", "nodeInfo")
+	if arch := info["architecture"]; arch != "" && len(content.IsLabelValue(arch)) == 0 {
+		system.Architecture = arch
+	}
+	if os := info["operatingSystem"]; os != "" && len(content.IsLabelValue(os)) == 0 {
+		system.OperatingSystem = os
+	}
+	return capacity, system
+}
+
+// existingNode is a Ready, schedulable node of the group that the autoscaler
+// is not removing, the first by name; nil without a node lister.
+func (g *nodeGroup) existingNode() *corev1.Node {
+	if g.p.nodes == nil {
+		return nil
+	}
+	var names []string
+	for _, m := range g.machines {
+		if name, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name"); name != "" && !isDeleting(m) {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n, err := g.p.nodes.Get(name)
+		if err == nil && goodTemplate(n) {
+			return n
+		}
+	}
+	return nil
+}
+
+func goodTemplate(n *corev1.Node) bool {
+	if n.DeletionTimestamp != nil || n.Spec.Unschedulable {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Key == toBeDeletedTaint {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// Taints a template copied from a node leaves out, as upstream's template
+// sanitizing does: the autoscaler's own, those that only show a node's
+// passing condition, and those marked as startup or status taints.
+const (
+	toBeDeletedTaint       = "ToBeDeletedByClusterAutoscaler"
+	deletionCandidateTaint = "DeletionCandidateOfClusterAutoscaler"
+)
+
+var (
+	conditionTaints = map[string]bool{
+		corev1.TaintNodeNotReady: true, corev1.TaintNodeUnreachable: true, corev1.TaintNodeUnschedulable: true,
+		corev1.TaintNodeMemoryPressure: true, corev1.TaintNodeDiskPressure: true, corev1.TaintNodeNetworkUnavailable: true,
+		corev1.TaintNodePIDPressure: true, "node.cloudprovider.kubernetes.io/uninitialized": true,
+		"node.cloudprovider.kubernetes.io/shutdown": true,
+		// Cluster API's own startup taint, removed once the node is initialized.
+		"node.cluster.x-k8s.io/uninitialized": true,
+	}
+	transientTaintPrefixes = []string{
+		"ignore-taint.cluster-autoscaler.kubernetes.io/",
+		"startup-taint.cluster-autoscaler.kubernetes.io/",
+		"status-taint.cluster-autoscaler.kubernetes.io/",
+	}
+)
+
+// sanitizedCopy is node as the template of a new node called name: its
+// labels, taints and resources, without what belongs to that one node.
+func sanitizedCopy(node *corev1.Node, name string) *corev1.Node {
+	labels := make(map[string]string, len(node.Labels))
+	for k, v := range node.Labels {
+		labels[k] = v
+	}
+	labels[corev1.LabelHostname] = name
+	var taints []corev1.Taint
+	for _, t := range node.Spec.Taints {
+		if t.Key == toBeDeletedTaint || t.Key == deletionCandidateTaint || conditionTaints[t.Key] || hasAnyPrefix(t.Key, transientTaintPrefixes) {
+			continue
+		}
+		taints = append(taints, t)
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Spec:       corev1.NodeSpec{Taints: taints},
+		Status: corev1.NodeStatus{
+			Capacity:    node.Status.Capacity.DeepCopy(),
+			Allocatable: node.Status.Allocatable.DeepCopy(),
+			Phase:       corev1.NodeRunning,
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}},
+			NodeInfo:    node.Status.NodeInfo,
+		},
+	}
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // propagatesToNode says whether Cluster API copies a machine label to its node:

@@ -14,13 +14,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	configv1 "k8s.io/kube-scheduler/config/v1"
@@ -88,12 +91,12 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	if err := requireCRDs(client, opts); err != nil {
 		return nil, err
 	}
-	provider, err := newProvider(ctx, opts, client, restConfig)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	nodes := factory.Core().V1().Nodes()
+	provider, err := newProvider(ctx, opts, client, restConfig, nodes.Lister())
 	if err != nil {
 		return nil, err
 	}
-	factory := informers.NewSharedInformerFactory(client, 0)
-	nodes := factory.Core().V1().Nodes()
 	pods := factory.Core().V1().Pods()
 	// The priority expander's ConfigMap lives in the autoscaler's namespace; watch
 	// only that namespace's ConfigMaps.
@@ -204,7 +207,8 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	return a, nil
 }
 
-func newProvider(ctx context.Context, opts config.Options, client kubernetes.Interface, restConfig *restclient.Config) (cloudprovider.CloudProvider, error) {
+func newProvider(ctx context.Context, opts config.Options, client kubernetes.Interface, restConfig *restclient.Config,
+	nodes corelisters.NodeLister) (cloudprovider.CloudProvider, error) {
 	switch opts.CloudProviderName {
 	case kwok.ProviderName:
 		source, err := kwok.ParseSourceRef(opts.CloudConfig, client)
@@ -214,13 +218,51 @@ func newProvider(ctx context.Context, opts config.Options, client kubernetes.Int
 		ns, name, _ := strings.Cut(opts.KwokState, "/")
 		return kwok.NewProvider(ctx, kwok.Options{Client: client, Config: source, StateNamespace: ns, StateName: name})
 	case clusterapi.ProviderName:
-		dyn, err := dynamic.NewForConfig(restConfig)
+		management, err := managementConfig(opts, restConfig)
 		if err != nil {
-			return nil, fmt.Errorf("dynamic client: %w", err)
+			return nil, err
 		}
-		return clusterapi.NewProvider(ctx, clusterapi.Options{Client: dyn})
+		dyn, err := dynamic.NewForConfig(management)
+		if err != nil {
+			return nil, fmt.Errorf("management cluster dynamic client: %w", err)
+		}
+		disc, err := discovery.NewDiscoveryClientForConfig(management)
+		if err != nil {
+			return nil, fmt.Errorf("management cluster discovery client: %w", err)
+		}
+		return clusterapi.NewProvider(ctx, clusterapi.Options{
+			Client: dyn, Discovery: disc, Nodes: nodes,
+			AutoDiscovery: opts.NodeGroupAutoDiscovery,
+			// Upstream's environment variable pinning the Cluster API version.
+			APIVersion: os.Getenv("CAPI_VERSION"),
+		})
 	}
 	return nil, fmt.Errorf("--cloud-provider %q is not supported", opts.CloudProviderName)
+}
+
+// managementConfig reaches the Cluster API management cluster the way
+// upstream's clusterapi provider does: --cloud-config is its kubeconfig;
+// without it, the workload cluster's config (--kubeconfig, or in-cluster) is
+// used, unless --clusterapi-cloud-config-authoritative, which means the
+// in-cluster config.
+func managementConfig(opts config.Options, workload *restclient.Config) (*restclient.Config, error) {
+	var config *restclient.Config
+	var err error
+	switch {
+	case opts.CloudConfig != "":
+		config, err = clientcmd.BuildConfigFromFlags("", opts.CloudConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--cloud-config %s: the management cluster kubeconfig: %w", opts.CloudConfig, err)
+		}
+	case opts.ClusterAPICloudConfigAuthoritative:
+		config, err = restclient.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("--clusterapi-cloud-config-authoritative without --cloud-config means the in-cluster config for the management cluster: %w", err)
+		}
+	default:
+		return workload, nil
+	}
+	return restclient.AddUserAgent(config, Component), nil
 }
 
 // RootMin is the root min of the ElasticQuotaTree in force as the autoscaler
