@@ -11,12 +11,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Options configure a cluster.
@@ -53,6 +55,10 @@ type Cluster struct {
 	proxy      *apiProxy
 	shim       *shim
 	scheduler  schedulerRunner
+
+	ctrlOnce sync.Once
+	ctrl     client.Client
+	ctrlErr  error
 }
 
 // Start brings a cluster up. The cluster outlives ctx, which bounds only the

@@ -19,15 +19,20 @@ import (
 // installCRDs creates our CRDs and waits until they are established, so that the
 // first object created afterwards does not race the new REST endpoint.
 func installCRDs(ctx context.Context, config *restclient.Config, extra [][]byte) error {
-	client, err := apiextensionsclient.NewForConfig(config)
-	if err != nil {
-		return fmt.Errorf("apiextensions client: %w", err)
-	}
 	manifests, err := crds.Manifests()
 	if err != nil {
 		return fmt.Errorf("reading embedded CRDs: %w", err)
 	}
-	manifests = append(manifests, extra...)
+	return installCRDManifests(ctx, config, append(manifests, extra...))
+}
+
+// installCRDManifests creates CRDs (existing ones are kept) and waits until
+// every one is established.
+func installCRDManifests(ctx context.Context, config *restclient.Config, manifests [][]byte) error {
+	client, err := apiextensionsclient.NewForConfig(config)
+	if err != nil {
+		return fmt.Errorf("apiextensions client: %w", err)
+	}
 	names := make([]string, 0, len(manifests))
 	for _, m := range manifests {
 		crd := &apiextensionsv1.CustomResourceDefinition{}

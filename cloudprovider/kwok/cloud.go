@@ -85,7 +85,7 @@ func (c *Cloud) Reconcile(ctx context.Context) error {
 			if in.State != stateDeleting {
 				continue
 			}
-			if err := c.deleteNode(ctx, in.name()); err != nil {
+			if err := DeleteNode(ctx, c.client, in.name()); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -183,14 +183,16 @@ func (c *Cloud) ensureNodes(ctx context.Context, state *cloudState, logger klog.
 	return errors.Join(errs...)
 }
 
-// deleteNode deletes an instance's node and, standing in for the pod garbage
-// collector that localcluster does not run, the pods bound to it.
-func (c *Cloud) deleteNode(ctx context.Context, name string) error {
-	err := c.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
+// DeleteNode deletes a node and, standing in for the pod garbage collector
+// that localcluster does not run, the pods bound to it: what a cloud's
+// terminated instance leaves behind once the node lifecycle controller and
+// the pod GC are done. localcluster's Cluster API machines go the same way.
+func DeleteNode(ctx context.Context, client kubernetes.Interface, name string) error {
+	err := client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting node %s: %w", name, err)
 	}
-	pods, err := c.client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
+	pods, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + name})
 	if err != nil {
 		return fmt.Errorf("listing the pods of deleted node %s: %w", name, err)
 	}
@@ -198,7 +200,7 @@ func (c *Cloud) deleteNode(ctx context.Context, name string) error {
 		if pod.Spec.NodeName != name {
 			continue // field selectors are not honoured everywhere (fake clients)
 		}
-		err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+		err := client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting pod %s/%s of deleted node %s: %w", pod.Namespace, pod.Name, name, err)
 		}

@@ -1,0 +1,198 @@
+package localcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/quotascale/quotascale/cloudprovider/kwok"
+)
+
+// Upstream cluster autoscaler's annotations on a Cluster API scalable
+// resource, which Cluster API itself leaves alone.
+const (
+	nodeGroupMinSizeAnnotation = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size"
+	nodeGroupMaxSizeAnnotation = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
+	capacityLabelsAnnotation   = "capacity.cluster-autoscaler.kubernetes.io/labels"
+	capacityTaintsAnnotation   = "capacity.cluster-autoscaler.kubernetes.io/taints"
+)
+
+// MachineDeploymentGroup describes a node group made of a MachineDeployment and
+// the KwokMachineTemplate of its machines.
+type MachineDeploymentGroup struct {
+	Namespace, Name string
+	// ClusterName is the Cluster the machines join.
+	ClusterName string
+	// MinSize and MaxSize become the autoscaler's size annotations; the
+	// deployment starts at MinSize replicas, as Cluster API's defaulting
+	// webhook sets it from them.
+	MinSize, MaxSize int
+	// Machine is what each machine is; its node labels and taints are also
+	// written as the autoscaler's capacity annotations, so that the group can
+	// scale from zero with the labels its nodes will have.
+	Machine KwokMachineSpec
+	// ExtraAnnotations are added to the MachineDeployment (for example the
+	// capacity annotations for cpu and memory).
+	ExtraAnnotations map[string]string
+}
+
+// MachineDeploymentGroupFromShape is the node group a kwok cloud config
+// describes, on Cluster API. failures.increaseSizeError has no counterpart:
+// the scale subresource does not fail on a cloud's behalf.
+func MachineDeploymentGroupFromShape(namespace, cluster string, g kwok.NodeGroupShape) (MachineDeploymentGroup, error) {
+	if g.IncreaseSizeError != "" {
+		return MachineDeploymentGroup{}, fmt.Errorf("node group %s: failures.increaseSizeError cannot be injected on Cluster API", g.Name)
+	}
+	spec := KwokMachineSpec{Node: KwokNodeSpec{Labels: g.Labels, Taints: g.Taints, Capacity: g.Capacity, Allocatable: g.Allocatable}}
+	if g.ProvisioningDelay > 0 {
+		spec.ProvisioningDelay = g.ProvisioningDelay.String()
+	}
+	if f := g.Failure; f != nil {
+		spec.Failure = &KwokFailure{OutOfResources: f.OutOfResources, Code: f.Code, Message: f.Message}
+		if f.FailAfter >= 0 {
+			spec.Failure.FailAfter = ptr.To(f.FailAfter)
+		}
+	}
+	return MachineDeploymentGroup{Namespace: namespace, Name: g.Name, ClusterName: cluster, MinSize: g.MinSize, MaxSize: g.MaxSize, Machine: spec}, nil
+}
+
+// CreateMachineDeployment creates the group's KwokMachineTemplate and
+// MachineDeployment, filled in the way Cluster API's defaulting webhooks
+// would (localcluster runs no webhooks): cluster and deployment labels on the
+// selector and the template, a RollingUpdate strategy.
+func (a *ClusterAPI) CreateMachineDeployment(ctx context.Context, g MachineDeploymentGroup) (*clusterv1.MachineDeployment, error) {
+	c, err := a.management.ctrlClient()
+	if err != nil {
+		return nil, err
+	}
+	template := newUnstructured(kwokMachineTemplateGVK)
+	template.SetNamespace(g.Namespace)
+	template.SetName(g.Name)
+	template.SetLabels(map[string]string{clusterv1.ClusterNameLabel: g.ClusterName})
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&g.Machine)
+	if err != nil {
+		return nil, err
+	}
+	if err := unstructured.SetNestedMap(template.Object, spec, "spec", "template", "spec"); err != nil {
+		return nil, err
+	}
+	if err := c.Create(ctx, template); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating KwokMachineTemplate %s/%s: %w", g.Namespace, g.Name, err)
+	}
+
+	annotations := map[string]string{
+		nodeGroupMinSizeAnnotation: strconv.Itoa(g.MinSize),
+		nodeGroupMaxSizeAnnotation: strconv.Itoa(g.MaxSize),
+	}
+	if len(g.Machine.Node.Labels) > 0 {
+		annotations[capacityLabelsAnnotation] = labelsAnnotation(g.Machine.Node.Labels)
+	}
+	if len(g.Machine.Node.Taints) > 0 {
+		annotations[capacityTaintsAnnotation] = taintsAnnotation(g.Machine.Node.Taints)
+	}
+	for k, v := range g.ExtraAnnotations {
+		annotations[k] = v
+	}
+	labels := map[string]string{clusterv1.ClusterNameLabel: g.ClusterName, clusterv1.MachineDeploymentNameLabel: g.Name}
+	md := &clusterv1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name, Annotations: annotations,
+			Labels: map[string]string{clusterv1.ClusterNameLabel: g.ClusterName}},
+		Spec: clusterv1.MachineDeploymentSpec{
+			ClusterName: g.ClusterName,
+			Replicas:    ptr.To(int32(g.MinSize)),
+			Selector:    metav1.LabelSelector{MatchLabels: labels},
+			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
+				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: clusterv1.MachineDeploymentRolloutStrategyRollingUpdate{
+					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+				},
+			}},
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: g.ClusterName,
+					// The machines' "bootstrap data" is the kwok node spec; no
+					// bootstrap provider runs.
+					Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(g.Name + "-bootstrap")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: InfrastructureGroup, Kind: KwokMachineTemplateKind, Name: g.Name,
+					},
+				},
+			},
+		},
+	}
+	if err := c.Create(ctx, md); err != nil {
+		return nil, fmt.Errorf("creating MachineDeployment %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	return md, nil
+}
+
+// SetMachineTemplate changes what the group's machines do from now on: the
+// provisioning delay and failure are read when a machine provisions, as a
+// cloud's current conditions.
+func (a *ClusterAPI) SetMachineTemplate(ctx context.Context, namespace, name, provisioningDelay string, failure *KwokFailure) error {
+	c, err := a.management.ctrlClient()
+	if err != nil {
+		return err
+	}
+	template := newUnstructured(kwokMachineTemplateGVK)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, template); err != nil {
+		return fmt.Errorf("reading KwokMachineTemplate %s/%s: %w", namespace, name, err)
+	}
+	base := template.DeepCopy()
+	if provisioningDelay == "" {
+		unstructured.RemoveNestedField(template.Object, "spec", "template", "spec", "provisioningDelay")
+	} else if err := unstructured.SetNestedField(template.Object, provisioningDelay, "spec", "template", "spec", "provisioningDelay"); err != nil {
+		return err
+	}
+	if failure == nil {
+		unstructured.RemoveNestedField(template.Object, "spec", "template", "spec", "failure")
+	} else {
+		raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(failure)
+		if err != nil {
+			return err
+		}
+		if err := unstructured.SetNestedMap(template.Object, raw, "spec", "template", "spec", "failure"); err != nil {
+			return err
+		}
+	}
+	if err := c.Patch(ctx, template, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("changing KwokMachineTemplate %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+// labelsAnnotation is upstream's "key=value,key=value" format, sorted.
+func labelsAnnotation(labels map[string]string) string {
+	items := make([]string, 0, len(labels))
+	for k, v := range labels {
+		items = append(items, k+"="+v)
+	}
+	sort.Strings(items)
+	return strings.Join(items, ",")
+}
+
+// taintsAnnotation is upstream's "key=value:Effect,key:Effect" format.
+func taintsAnnotation(taints []corev1.Taint) string {
+	items := make([]string, 0, len(taints))
+	for _, t := range taints {
+		kv := t.Key
+		if t.Value != "" {
+			kv += "=" + t.Value
+		}
+		items = append(items, kv+":"+string(t.Effect))
+	}
+	return strings.Join(items, ",")
+}
