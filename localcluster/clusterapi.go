@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -61,7 +62,12 @@ type ClusterAPI struct {
 // and in events.
 const ControllerName = "localcluster-cluster-api"
 
-var setLoggerOnce sync.Once
+var (
+	setLoggerOnce sync.Once
+	// managers numbers the managers of the process: Cluster API names each
+	// manager's informers, and a name may be used once per process.
+	managers atomic.Int32
+)
 
 // StartClusterAPI installs Cluster API's CRDs and the kwok provider's, and
 // starts the controllers on c until Stop or the cluster stops. ctx bounds only
@@ -98,7 +104,7 @@ func (c *Cluster) StartClusterAPI(ctx context.Context, opts ClusterAPIOptions) (
 		Logger:                 klog.FromContext(ctx).WithName("cluster-api"),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  setup.ManagerCacheOptions(scheme, ControllerName, "", 10*time.Minute),
+		Cache:                  setup.ManagerCacheOptions(scheme, fmt.Sprintf("%s-%d", ControllerName, managers.Add(1)), "", 10*time.Minute),
 		Client:                 setup.ManagerClientOptions(),
 		// Tests start more than one manager in a process (a management and a
 		// workload cluster, restarts); controller names need not be unique.

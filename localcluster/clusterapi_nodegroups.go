@@ -36,9 +36,10 @@ type MachineDeploymentGroup struct {
 	// ClusterName is the Cluster the machines join.
 	ClusterName string
 	// MinSize and MaxSize become the autoscaler's size annotations; the
-	// deployment starts at MinSize replicas, as Cluster API's defaulting
-	// webhook sets it from them.
+	// deployment starts at Replicas, or at MinSize replicas when nil, as
+	// Cluster API's defaulting webhook sets it from them.
 	MinSize, MaxSize int
+	Replicas         *int32
 	// Machine is what each machine is; its node labels and taints are also
 	// written as the autoscaler's capacity annotations, so that the group can
 	// scale from zero with the labels its nodes will have.
@@ -106,12 +107,16 @@ func (a *ClusterAPI) CreateMachineDeployment(ctx context.Context, g MachineDeplo
 		annotations[k] = v
 	}
 	labels := map[string]string{clusterv1.ClusterNameLabel: g.ClusterName, clusterv1.MachineDeploymentNameLabel: g.Name}
+	replicas := ptr.To(int32(g.MinSize))
+	if g.Replicas != nil {
+		replicas = g.Replicas
+	}
 	md := &clusterv1.MachineDeployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name, Annotations: annotations,
 			Labels: map[string]string{clusterv1.ClusterNameLabel: g.ClusterName}},
 		Spec: clusterv1.MachineDeploymentSpec{
 			ClusterName: g.ClusterName,
-			Replicas:    ptr.To(int32(g.MinSize)),
+			Replicas:    replicas,
 			Selector:    metav1.LabelSelector{MatchLabels: labels},
 			Rollout: clusterv1.MachineDeploymentRolloutSpec{Strategy: clusterv1.MachineDeploymentRolloutStrategy{
 				Type: clusterv1.RollingUpdateMachineDeploymentStrategyType,

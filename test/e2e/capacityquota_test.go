@@ -74,35 +74,8 @@ func TestCapacityQuotaSeedScenario(t *testing.T) {
 		t.Fatalf("targets once the nodes registered (-want +got):\n%s", diff)
 	}
 
-	const reason = `exceeded quota: "CapacityQuota/test-capacityquota", resources: cpu`
-	waitFor(t, ctx, "the NotTriggerScaleUp event on each pending pod", func(ctx context.Context) error {
-		pending := map[string]bool{}
-		pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		for _, p := range pods.Items {
-			if p.Spec.NodeName == "" {
-				pending[p.Name] = false
-			}
-		}
-		msgs, err := podEvents(ctx, ns, "NotTriggerScaleUp")
-		if err != nil {
-			return err
-		}
-		for _, m := range msgs {
-			name, msg, _ := strings.Cut(m, ": ")
-			if _, ok := pending[name]; ok && msg == "pod didn't trigger scale-up: 1 "+reason {
-				pending[name] = true
-			}
-		}
-		for name, ok := range pending {
-			if !ok {
-				return fmt.Errorf("pod %s has no event %q; events: %q", name, reason, msgs)
-			}
-		}
-		return nil
-	})
+	const reason = seedQuotaReason
+	wantQuotaEventOnPendingPods(t, ctx, ns, 1)
 	assertVisibilityNoScaleUp(t, visibility, "e2e-kwok-n2-standard-2", "us-central1-f", reason)
 	waitFor(t, ctx, "status.used cpu 8 and valid True", func(ctx context.Context) error {
 		q, err := getCapacityQuota(ctx, "test-capacityquota")
