@@ -263,23 +263,7 @@ func TestAutoscalerBacksOffFailingGroup(t *testing.T) {
 		}
 		return nil
 	})
-	cm, err := cluster.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, clusterstate.StatusConfigMapName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	status, err := clusterstate.ParseStatus(cm.Data[clusterstate.StatusConfigMapKey])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var groupA *clusterstate.NodeGroupStatus
-	for i := range status.NodeGroups {
-		if status.NodeGroups[i].Name == "e2e-kwok-fail-a" {
-			groupA = &status.NodeGroups[i]
-		}
-	}
-	if groupA == nil {
-		t.Fatalf("no status for group A in %+v", status)
-	}
+	groupA := groupStatus(t, ctx, "e2e-kwok-fail-a")
 	want := clusterstate.BackoffInfo{ErrorCode: "ZONE_RESOURCE_POOL_EXHAUSTED", ErrorMessage: "no capacity left in the zone"}
 	if groupA.ScaleUp.Status != clusterstate.Backoff || groupA.ScaleUp.BackoffInfo != want {
 		t.Errorf("group A scale-up status %+v, want Backoff with %+v", groupA.ScaleUp, want)
@@ -294,4 +278,24 @@ func TestAutoscalerBacksOffFailingGroup(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// groupStatus reads a node group's entry of the status ConfigMap.
+func groupStatus(t *testing.T, ctx context.Context, group string) *clusterstate.NodeGroupStatus {
+	t.Helper()
+	cm, err := cluster.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, clusterstate.StatusConfigMapName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := clusterstate.ParseStatus(cm.Data[clusterstate.StatusConfigMapKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range status.NodeGroups {
+		if status.NodeGroups[i].Name == group {
+			return &status.NodeGroups[i]
+		}
+	}
+	t.Fatalf("no status for node group %s in %+v", group, status)
+	return nil
 }

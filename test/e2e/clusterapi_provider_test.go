@@ -244,23 +244,10 @@ spec:
 	if diff := cmp.Diff(map[string]int{"a-failing": 0, "b-healthy": 2}, e.replicas(t, ctx)); diff != "" {
 		t.Errorf("replicas (-want +got):\n%s", diff)
 	}
-	cm, err := cluster.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, clusterstate.StatusConfigMapName, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	status, err := clusterstate.ParseStatus(cm.Data[clusterstate.StatusConfigMapKey])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var failingStatus *clusterstate.NodeGroupStatus
-	for i := range status.NodeGroups {
-		if status.NodeGroups[i].Name == e.groupID("a-failing") {
-			failingStatus = &status.NodeGroups[i]
-		}
-	}
+	failingStatus := groupStatus(t, ctx, e.groupID("a-failing"))
 	want := clusterstate.BackoffInfo{ErrorCode: "InsufficientResourcesMachineError",
-		ErrorMessage: `Failure detected from referenced resource infrastructure.cluster.x-k8s.io/v1alpha1, Kind=KwokMachine with name "` }
-	if failingStatus == nil || failingStatus.ScaleUp.Status != clusterstate.Backoff ||
+		ErrorMessage: `Failure detected from referenced resource infrastructure.cluster.x-k8s.io/v1alpha1, Kind=KwokMachine with name "`}
+	if failingStatus.ScaleUp.Status != clusterstate.Backoff ||
 		failingStatus.ScaleUp.BackoffInfo.ErrorCode != want.ErrorCode ||
 		!strings.HasPrefix(failingStatus.ScaleUp.BackoffInfo.ErrorMessage, want.ErrorMessage) ||
 		!strings.HasSuffix(failingStatus.ScaleUp.BackoffInfo.ErrorMessage, "STOCKOUT: no machines left in the zone") {
