@@ -29,6 +29,10 @@ type discoverySpec struct {
 func parseAutoDiscovery(specs []string) ([]discoverySpec, error) {
 	out := make([]discoverySpec, 0, len(specs))
 	for _, spec := range specs {
+		if spec == "" {
+			// --node-group-auto-discovery= (a chart's empty value) selects nothing more.
+			continue
+		}
 		s, err := parseDiscoverySpec(spec)
 		if err != nil {
 			return nil, fmt.Errorf("--node-group-auto-discovery %q: %w", spec, err)

@@ -262,6 +262,8 @@ func managementConfig(opts config.Options, workload *restclient.Config) (*restcl
 	default:
 		return workload, nil
 	}
+	// Upstream applies --kube-client-qps and --kube-client-burst to both.
+	config.QPS, config.Burst = workload.QPS, workload.Burst
 	return restclient.AddUserAgent(config, Component), nil
 }
 

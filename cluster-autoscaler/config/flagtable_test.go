@@ -105,13 +105,10 @@ func TestCheckFlags(t *testing.T) {
 				"--gce-concurrent-refreshes=3 has no effect in Quotascale: it tunes the gce provider, which is not built in",
 				"--regional=true has no effect in Quotascale: it tunes the gce provider, which is not built in",
 			}},
-		{name: "refused, every one named", args: []string{"--estimator=other", "--max-bulk-soft-taint-count=5", "--clusterapi-cloud-config-authoritative", "--frequent-loops-enabled=false",
-			"--node-group-auto-discovery=clusterapi:namespace=a", "--node-group-auto-discovery=clusterapi:namespace=b"},
+		{name: "refused, every one named", args: []string{"--estimator=other", "--max-bulk-soft-taint-count=5", "--frequent-loops-enabled=false"},
 			warnings: []string{"--frequent-loops-enabled=false has no effect in Quotascale: a loop runs every --scan-interval, as upstream's with this flag false"},
-			err: "unsupported flags: --clusterapi-cloud-config-authoritative=true is not supported: the Cluster API objects are read from the --kubeconfig cluster; a separate management cluster is not supported yet; " +
-				"--estimator=other is not supported: binpacking is the only estimator, as upstream; " +
-				"--max-bulk-soft-taint-count=5 is not supported: unneeded nodes get no PreferNoSchedule taint, as upstream with 0; " +
-				"--node-group-auto-discovery=[clusterapi:namespace=a,clusterapi:namespace=b] is not supported: every annotated MachineDeployment and MachineSet in every namespace is a node group; narrowing discovery is not supported yet"},
+			err: "unsupported flags: --estimator=other is not supported: binpacking is the only estimator, as upstream; " +
+				"--max-bulk-soft-taint-count=5 is not supported: unneeded nodes get no PreferNoSchedule taint, as upstream with 0"},
 		{name: "implemented flags are Validate's business", args: []string{"--scan-interval=1s", "--cloud-provider=aws"}},
 	}
 	for _, tt := range tests {

@@ -7,6 +7,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,11 +178,11 @@ func (o *Options) Validate() error {
 	}
 	switch o.CloudProviderName {
 	case "kwok":
-	case "clusterapi":
-		if o.CloudConfig != "" {
-			problems = append(problems, fmt.Sprintf("--cloud-config %q with --cloud-provider=clusterapi is not supported: "+
-				"the Cluster API objects are read from the --kubeconfig cluster, and a separate management cluster is not supported yet", o.CloudConfig))
+		if slices.ContainsFunc(o.NodeGroupAutoDiscovery, func(s string) bool { return s != "" }) || o.ClusterAPICloudConfigAuthoritative {
+			problems = append(problems, "--node-group-auto-discovery and --clusterapi-cloud-config-authoritative are for --cloud-provider=clusterapi; "+
+				"the kwok provider's node groups are its --cloud-config")
 		}
+	case "clusterapi":
 	default:
 		problems = append(problems, fmt.Sprintf("--cloud-provider %q is not supported: use kwok or clusterapi", o.CloudProviderName))
 	}
