@@ -13,20 +13,24 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 )
 
-// StartAutoscaler runs Quotascale's cluster autoscaler in this process with the
-// kwok provider, and the kwok cloud behind it, both reading the node groups from
-// opts.CloudConfig (a file or configmap:NAMESPACE/NAME). It loops every
-// opts.ScanInterval until stop is called or the cluster stops.
+// StartAutoscaler runs Quotascale's cluster autoscaler in this process. With
+// the kwok provider (opts.CloudProviderName empty or kwok) it also runs the
+// kwok cloud behind it, both reading the node groups from opts.CloudConfig (a
+// file or configmap:NAMESPACE/NAME); with clusterapi, Cluster API
+// (StartClusterAPI) is the infrastructure. It loops every opts.ScanInterval
+// until stop is called or the cluster stops.
 func (c *Cluster) StartAutoscaler(ctx context.Context, opts config.Options) (a *app.Autoscaler, stop func(), err error) {
-	opts.CloudProviderName = kwok.ProviderName
-	source, err := kwok.ParseSourceRef(opts.CloudConfig, c.Client)
-	if err != nil {
-		return nil, nil, fmt.Errorf("node group config: %w", err)
-	}
-	ns, name, _ := strings.Cut(opts.KwokState, "/")
-	stopCloud, err := c.StartKwokCloud(ctx, kwok.Options{Config: source, StateNamespace: ns, StateName: name})
-	if err != nil {
-		return nil, nil, err
+	stopCloud := func() {}
+	if opts.CloudProviderName == "" || opts.CloudProviderName == kwok.ProviderName {
+		opts.CloudProviderName = kwok.ProviderName
+		source, err := kwok.ParseSourceRef(opts.CloudConfig, c.Client)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node group config: %w", err)
+		}
+		ns, name, _ := strings.Cut(opts.KwokState, "/")
+		if stopCloud, err = c.StartKwokCloud(ctx, kwok.Options{Config: source, StateNamespace: ns, StateName: name}); err != nil {
+			return nil, nil, err
+		}
 	}
 	runCtx, cancel := context.WithCancel(klog.NewContext(c.background, klog.FromContext(ctx).WithName(app.Component)))
 	a, err = app.New(runCtx, opts, c.Config, app.NewProcess(opts))

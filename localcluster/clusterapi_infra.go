@@ -189,6 +189,8 @@ func (r *kwokMachineReconciler) fail(ctx context.Context, u *unstructured.Unstru
 func (r *kwokMachineReconciler) provision(ctx context.Context, u *unstructured.Unstructured, machine *clusterv1.Machine, spec KwokNodeSpec) error {
 	providerID := kwokProviderIDPrefix + u.GetNamespace() + "/" + u.GetName()
 	node := kwokMachineNode(machine.Name, providerID, spec)
+	// kwok reports the kubelet version a node registered with.
+	node.Status.NodeInfo.KubeletVersion = machine.Spec.Version
 	if _, err := r.workload.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("registering the node of KwokMachine %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,6 +108,12 @@ func (a *ClusterAPI) CreateMachineDeployment(ctx context.Context, g MachineDeplo
 		annotations[k] = v
 	}
 	labels := map[string]string{clusterv1.ClusterNameLabel: g.ClusterName, clusterv1.MachineDeploymentNameLabel: g.Name}
+	// The machines run the workload cluster's Kubernetes version, which their
+	// nodes report as their kubelet's, so that Cluster API finds them up to date.
+	version, err := a.workload.Client.Discovery().ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("reading the workload cluster's version: %w", err)
+	}
 	replicas := ptr.To(int32(g.MinSize))
 	if g.Replicas != nil {
 		replicas = g.Replicas
@@ -128,6 +135,7 @@ func (a *ClusterAPI) CreateMachineDeployment(ctx context.Context, g MachineDeplo
 				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
 				Spec: clusterv1.MachineSpec{
 					ClusterName: g.ClusterName,
+					Version:     kubeletVersion(version.GitVersion),
 					// The machines' "bootstrap data" is the kwok node spec; no
 					// bootstrap provider runs.
 					Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(g.Name + "-bootstrap")},
@@ -200,4 +208,39 @@ func taintsAnnotation(taints []corev1.Taint) string {
 		items = append(items, kv+":"+string(t.Effect))
 	}
 	return strings.Join(items, ",")
+}
+
+// CreateNodeGroups turns every node group of a kwok cloud config into a
+// MachineDeployment of cluster in namespace, and returns their names.
+func (a *ClusterAPI) CreateNodeGroups(ctx context.Context, namespace, cluster string, config []byte) ([]string, error) {
+	cfg, err := kwok.ParseConfig(config)
+	if err != nil {
+		return nil, err
+	}
+	shapes, err := cfg.NodeGroupShapes()
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(shapes))
+	for _, shape := range shapes {
+		g, err := MachineDeploymentGroupFromShape(namespace, cluster, shape)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := a.CreateMachineDeployment(ctx, g); err != nil {
+			return nil, err
+		}
+		names = append(names, g.Name)
+	}
+	return names, nil
+}
+
+// kubeletVersion is a Kubernetes version as Cluster API takes it (vX.Y.Z),
+// or empty.
+func kubeletVersion(gitVersion string) string {
+	v, err := utilversion.ParseSemantic(gitVersion)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("v%d.%d.%d", v.Major(), v.Minor(), v.Patch())
 }

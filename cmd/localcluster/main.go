@@ -3,8 +3,11 @@
 // the kube-scheduler. It prints a kubeconfig path and runs until interrupted.
 //
 // With --node-group-config it also runs the cluster autoscaler with the kwok
-// provider, and the kwok cloud that provisions its nodes. With --demo it plays the
-// product documents' scenarios (`make demo`).
+// provider, and the kwok cloud that provisions its nodes; with --cluster-api as
+// well, Cluster API's own controllers run instead, the node groups become
+// MachineDeployments of a Cluster, and the autoscaler uses the clusterapi
+// provider. With --demo it plays the product documents' scenarios (`make
+// demo`), on Cluster API unless --cluster-api=false.
 package main
 
 import (
@@ -21,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/examples"
 	"github.com/quotascale/quotascale/internal/demo"
@@ -41,7 +45,8 @@ func run() error {
 		nodeMemory = flag.String("node-memory", "16Gi", "memory capacity of each node")
 		nodeLabels = flag.String("node-labels", "", "labels of each node, as k1=v1,k2=v2")
 		runDemo    = flag.Bool("demo", false, "play the seed scenarios (implies --nodes=2 --node-cpu=56 --node-memory=224Gi and the example node groups unless set)")
-		nodeGroups = flag.String("node-group-config", "", "kwok cloud node groups (a file, or configmap:NAMESPACE/NAME): runs the cluster autoscaler and the kwok cloud behind it")
+		nodeGroups = flag.String("node-group-config", "", "node groups in the kwok cloud's format (a file, or configmap:NAMESPACE/NAME without --cluster-api): runs the cluster autoscaler and the infrastructure behind it")
+		capi       = flag.Bool("cluster-api", false, "run Cluster API's controllers with localcluster's kwok infrastructure provider; the node groups become MachineDeployments and the autoscaler uses --cloud-provider=clusterapi (default with --demo)")
 		scan       = flag.Duration("scan-interval", 2*time.Second, "the autoscaler's --scan-interval")
 		logFile    = flag.String("log-file", "", "file for the control plane's logs (default: localcluster.log next to the kubeconfig)")
 	)
@@ -57,6 +62,9 @@ func run() error {
 		}
 		if !set["node-memory"] {
 			*nodeMemory = demo.NodeMemory
+		}
+		if !set["cluster-api"] {
+			*capi = true
 		}
 	}
 	specs, err := nodeSpecs(*nodes, *nodeCPU, *nodeMemory, *nodeLabels)
@@ -102,7 +110,16 @@ func run() error {
 	env := demo.Env{Cluster: cluster, VisibilityLog: filepath.Join(cluster.Dir, "visibility.log")}
 	if *nodeGroups != "" {
 		opts := config.Defaults()
-		opts.CloudConfig = *nodeGroups
+		provider := "kwok provider"
+		if *capi {
+			if err := startClusterAPI(ctx, cluster, *nodeGroups, &opts); err != nil {
+				return err
+			}
+			env.ClusterAPINamespace = clusterAPINamespace
+			provider = "clusterapi provider"
+		} else {
+			opts.CloudConfig = *nodeGroups
+		}
 		opts.LeaderElect = false
 		opts.ScanInterval = *scan
 		opts.Address = "127.0.0.1:0"
@@ -117,8 +134,8 @@ func run() error {
 			return err
 		}
 		env.Autoscaler = a
-		fmt.Printf("Cluster autoscaler running (kwok provider, node groups %s); metrics at http://%s/metrics, visibility log %s\n",
-			*nodeGroups, addr, env.VisibilityLog)
+		fmt.Printf("Cluster autoscaler running (%s, node groups %s); metrics at http://%s/metrics, visibility log %s\n",
+			provider, *nodeGroups, addr, env.VisibilityLog)
 	}
 	if *runDemo {
 		if err := demo.Run(ctx, env, os.Stdout); err != nil {
@@ -129,9 +146,44 @@ func run() error {
 	fmt.Println("\nKubeconfig:")
 	fmt.Println(cluster.KubeconfigPath)
 	fmt.Printf("\nTry:\n  export KUBECONFIG=%s\n  kubectl get nodes,elasticquotatrees -A\n  kubectl get cq\n", cluster.KubeconfigPath)
+	if env.ClusterAPINamespace != "" {
+		fmt.Printf("  kubectl get machinedeployments,machines,kwokmachines -n %s\n", env.ClusterAPINamespace)
+	}
 	fmt.Printf("\nLogs: %s\nPress Ctrl-C to stop.\n", logPath)
 	<-ctx.Done()
 	fmt.Println("\nStopping...")
+	return nil
+}
+
+// The Cluster of --cluster-api and the namespace of its objects.
+const (
+	clusterAPINamespace = "default"
+	clusterAPICluster   = "localcluster"
+)
+
+// startClusterAPI starts Cluster API's controllers, creates the Cluster and
+// a MachineDeployment per node group of the file, and points the autoscaler's
+// options at them.
+func startClusterAPI(ctx context.Context, cluster *localcluster.Cluster, nodeGroups string, opts *config.Options) error {
+	raw, err := os.ReadFile(nodeGroups)
+	if err != nil {
+		return fmt.Errorf("--node-group-config with --cluster-api takes a file: %w", err)
+	}
+	fmt.Println("Starting Cluster API (MachineDeployment, MachineSet, Machine and MachinePool controllers, kwok infrastructure)...")
+	capi, err := cluster.StartClusterAPI(ctx, localcluster.ClusterAPIOptions{})
+	if err != nil {
+		return err
+	}
+	if err := capi.CreateCluster(ctx, clusterAPINamespace, clusterAPICluster); err != nil {
+		return err
+	}
+	names, err := capi.CreateNodeGroups(ctx, clusterAPINamespace, clusterAPICluster, raw)
+	if err != nil {
+		return fmt.Errorf("%s: %w", nodeGroups, err)
+	}
+	fmt.Printf("Cluster %s/%s with MachineDeployments %s\n", clusterAPINamespace, clusterAPICluster, strings.Join(names, ", "))
+	opts.CloudProviderName = clusterapi.ProviderName
+	opts.NodeGroupAutoDiscovery = []string{"clusterapi:namespace=" + clusterAPINamespace + ",clusterName=" + clusterAPICluster}
 	return nil
 }
 

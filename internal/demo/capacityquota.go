@@ -20,9 +20,15 @@ import (
 )
 
 // playCapacityQuota applies seed 001's workload and shows the autoscaler stopping
-// at the quota, with the pod event, a visibility log line and the metric.
-func playCapacityQuota(ctx context.Context, c *localcluster.Cluster, a *app.Autoscaler, visibilityLog string, out io.Writer) error {
-	section(out, "Seed 001: 16 pods of 500m cpu for test-capacityquota-class, whose CapacityQuota allows 8 cpu of nodes")
+// at the quota, with the pod event, a visibility log line and the metric; on
+// Cluster API, the MachineDeployment and its Machines too.
+func playCapacityQuota(ctx context.Context, env Env, out io.Writer) error {
+	c, a, visibilityLog := env.Cluster, env.Autoscaler, env.VisibilityLog
+	infrastructure := "the kwok cloud"
+	if env.ClusterAPINamespace != "" {
+		infrastructure = "Cluster API"
+	}
+	section(out, "Seed 001 on "+infrastructure+": 16 pods of 500m cpu for test-capacityquota-class, whose CapacityQuota allows 8 cpu of nodes")
 	if _, err := c.Apply(ctx, examples.CapacityQuotaWorkload); err != nil {
 		return err
 	}
@@ -48,6 +54,16 @@ func playCapacityQuota(ctx context.Context, c *localcluster.Cluster, a *app.Auto
 		return err
 	}
 	fmt.Fprintf(out, "nodes added: %d (2 cpu each); pods: %s\n", len(nodes.Items), phases)
+	if ns := env.ClusterAPINamespace; ns != "" {
+		for _, get := range []struct{ command, path string }{
+			{"kubectl get machinedeployments -n " + ns, "/apis/cluster.x-k8s.io/v1beta2/namespaces/" + ns + "/machinedeployments"},
+			{"kubectl get machines -n " + ns, "/apis/cluster.x-k8s.io/v1beta2/namespaces/" + ns + "/machines"},
+		} {
+			if err := printGet(ctx, c, out, get.command, get.path); err != nil {
+				return err
+			}
+		}
+	}
 
 	section(out, "$ kubectl describe pod (a pending one), its event:")
 	events, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=NotTriggerScaleUp"})

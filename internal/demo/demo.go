@@ -30,6 +30,9 @@ type Env struct {
 	Cluster       *localcluster.Cluster
 	Autoscaler    *app.Autoscaler
 	VisibilityLog string
+	// ClusterAPINamespace holds the MachineDeployments when the autoscaler
+	// runs on Cluster API; empty on the kwok cloud.
+	ClusterAPINamespace string
 }
 
 // Run applies the seeds' manifests verbatim, prints them the way kubectl get does,
@@ -63,7 +66,7 @@ func Run(ctx context.Context, env Env, out io.Writer) error {
 	if err := playElasticQuotaTree(ctx, c, out); err != nil {
 		return err
 	}
-	return playCapacityQuota(ctx, c, env.Autoscaler, env.VisibilityLog, out)
+	return playCapacityQuota(ctx, env, out)
 }
 
 func printGet(ctx context.Context, c *localcluster.Cluster, out io.Writer, command, path string) error {
