@@ -256,7 +256,8 @@ func checkChartAutoscaler(t *testing.T, r *chartRendering, want chartWant) {
 		t.Errorf("the autoscaler's flags %q set flags that have no effect: %q", c.Args, warnings)
 	}
 	got := chartAutoscalerFlags{CloudProvider: opts.CloudProviderName, CloudConfig: opts.CloudConfig, Namespace: opts.Namespace,
-		KwokState: opts.KwokState, Address: opts.Address, LeaderElect: opts.LeaderElect, ScanInterval: opts.ScanInterval}
+		KwokState: opts.KwokState, Address: opts.Address, LeaderElect: opts.LeaderElect, ScanInterval: opts.ScanInterval,
+		Kubeconfig: opts.Kubeconfig, Authoritative: opts.ClusterAPICloudConfigAuthoritative, NodeGroupAutoDiscovery: opts.NodeGroupAutoDiscovery}
 	if diff := cmp.Diff(*want.autoscaler, got); diff != "" {
 		t.Errorf("autoscaler flags (-want +got):\n%s", diff)
 	}

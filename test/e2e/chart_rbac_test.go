@@ -93,6 +93,8 @@ func chartAutoscalerAccess(ns string) (allowed, denied []rbacAccess) {
 var chartClusterAPIAccess = []rbacAccess{
 	{verb: "list", group: "cluster.x-k8s.io", resource: "machinedeployments"},
 	{verb: "watch", group: "cluster.x-k8s.io", resource: "machinesets"},
+	{verb: "watch", group: "cluster.x-k8s.io", resource: "machinepools"},
+	{verb: "update", group: "cluster.x-k8s.io", resource: "machinepools", subresource: "scale", namespace: "capi", name: "mp"},
 	{verb: "get", group: "cluster.x-k8s.io", resource: "machines", namespace: "capi", name: "m"},
 	{verb: "get", group: "cluster.x-k8s.io", resource: "machinedeployments", subresource: "scale", namespace: "capi", name: "md"},
 	{verb: "update", group: "cluster.x-k8s.io", resource: "machinedeployments", subresource: "scale", namespace: "capi", name: "md"},

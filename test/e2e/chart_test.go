@@ -217,6 +217,10 @@ type chartAutoscalerFlags struct {
 	CloudProvider, CloudConfig, Namespace, KwokState, Address string
 	LeaderElect                                               bool
 	ScanInterval                                              time.Duration
+	// The clusterapi provider's connections and discovery.
+	Kubeconfig             string
+	Authoritative          bool
+	NodeGroupAutoDiscovery []string
 }
 
 type chartSchedulerGist struct {
@@ -270,6 +274,8 @@ func TestChartRender(t *testing.T) {
 			values: `
 autoscaler:
   cloudProvider: clusterapi
+  clusterAPI:
+    infrastructureMachineTemplates: [kwokmachinetemplates]
   extraArgs:
     scan-interval: 30s
     v: 2
@@ -283,9 +289,46 @@ autoscaler:
 				}
 				w.autoscalerAllowed, w.autoscalerDenied = chartAutoscalerAccess(ns)
 				w.autoscalerAllowed = append(w.autoscalerAllowed, chartClusterAPIAccess...)
+				w.autoscalerAllowed = append(w.autoscalerAllowed,
+					rbacAccess{verb: "watch", group: "infrastructure.cluster.x-k8s.io", resource: "kwokmachinetemplates"})
 				w.autoscalerDenied = append(w.autoscalerDenied,
+					rbacAccess{verb: "update", group: "infrastructure.cluster.x-k8s.io", resource: "kwokmachinetemplates", namespace: "capi", name: "t"},
 					rbacAccess{verb: "delete", group: "cluster.x-k8s.io", resource: "machines", namespace: "capi", name: "m"},
 					rbacAccess{verb: "create", group: "cluster.x-k8s.io", resource: "machinedeployments", namespace: "capi"})
+				w.schedulerAllowed, w.schedulerDenied = chartSchedulerAccess(ns, ns)
+				return w
+			},
+		},
+		{
+			name: "clusterapi-management-apart",
+			values: `
+autoscaler:
+  cloudProvider: clusterapi
+  clusterAPI:
+    mode: kubeconfig-kubeconfig
+    managementKubeconfigSecret: management-kubeconfig
+    workloadKubeconfigSecret: workload-kubeconfig
+    autoDiscovery:
+      namespace: staging
+      clusterName: purple
+      labels:
+        - owner: jim
+      specs: ["clusterapi:namespace=blue"]
+    infrastructureMachineTemplates: [kwokmachinetemplates]
+`,
+			want: func(ns string) chartWant {
+				w := chartWant{
+					objects: chartObjectList(chartAutoscalerObjects(ns, false, true), chartSchedulerObjects(ns)),
+					autoscaler: &chartAutoscalerFlags{CloudProvider: "clusterapi", CloudConfig: "/etc/kubernetes/management/value",
+						Kubeconfig: "/etc/kubernetes/workload/value", Namespace: ns, KwokState: "kube-system/quotascale-kwok-cloud",
+						Address: ":8085", LeaderElect: true, ScanInterval: 10 * time.Second,
+						NodeGroupAutoDiscovery: []string{"clusterapi:namespace=staging,clusterName=purple,owner=jim", "clusterapi:namespace=blue"}},
+					scheduler: chartDefaultSchedulerGist(ns, "quotascale-scheduler"),
+					replicas:  map[string]int32{"quotascale-cluster-autoscaler": 1, "quotascale-scheduler": 1},
+				}
+				w.autoscalerAllowed, w.autoscalerDenied = chartAutoscalerAccess(ns)
+				// The Cluster API objects are on the management cluster.
+				w.autoscalerDenied = append(w.autoscalerDenied, chartClusterAPIAccess...)
 				w.schedulerAllowed, w.schedulerDenied = chartSchedulerAccess(ns, ns)
 				return w
 			},

@@ -205,3 +205,34 @@ maxUnavailable: {{ include "quotascale.intOrPercent" (.maxUnavailable | default 
 {{- include "quotascale.flagValue" . -}}
 {{- end -}}
 {{- end -}}
+
+{{/*
+The clusterapi provider's flags: the connections of clusterAPI.mode, as
+upstream's chart renders its clusterAPIMode, and --node-group-auto-discovery.
+*/}}
+{{- define "quotascale.autoscaler.clusterAPIArgs" -}}
+{{- $capi := .Values.autoscaler.clusterAPI -}}
+{{- $mode := $capi.mode -}}
+{{- if eq $mode "incluster-kubeconfig" }}
+- --cloud-config={{ $capi.cloudConfigPath }}
+{{- else if eq $mode "kubeconfig-incluster" }}
+- --kubeconfig={{ $capi.workloadKubeconfigPath }}
+- --clusterapi-cloud-config-authoritative
+{{- else if eq $mode "kubeconfig-kubeconfig" }}
+- --kubeconfig={{ $capi.workloadKubeconfigPath }}
+- --cloud-config={{ $capi.cloudConfigPath }}
+{{- else if eq $mode "single-kubeconfig" }}
+- --kubeconfig={{ $capi.workloadKubeconfigPath }}
+{{- end }}
+{{- $d := $capi.autoDiscovery -}}
+{{- $keys := list -}}
+{{- with $d.namespace }}{{ $keys = append $keys (printf "namespace=%s" .) }}{{ end -}}
+{{- with $d.clusterName }}{{ $keys = append $keys (printf "clusterName=%s" .) }}{{ end -}}
+{{- range $d.labels }}{{ range $k, $v := . }}{{ $keys = append $keys (printf "%s=%s" $k $v) }}{{ end }}{{ end -}}
+{{- if $keys }}
+- {{ printf "--node-group-auto-discovery=clusterapi:%s" (join "," $keys) | quote }}
+{{- end }}
+{{- range $d.specs }}
+- {{ printf "--node-group-auto-discovery=%s" . | quote }}
+{{- end }}
+{{- end -}}
