@@ -108,11 +108,12 @@ func (a *ClusterAPI) CreateMachineDeployment(ctx context.Context, g MachineDeplo
 		annotations[k] = v
 	}
 	labels := map[string]string{clusterv1.ClusterNameLabel: g.ClusterName, clusterv1.MachineDeploymentNameLabel: g.Name}
-	// The machines run the workload cluster's Kubernetes version, which their
-	// nodes report as their kubelet's, so that Cluster API finds them up to date.
-	version, err := a.workload.Client.Discovery().ServerVersion()
+	// The machines run the Kubernetes version localcluster is built from,
+	// which their nodes report as their kubelet's, so that Cluster API finds
+	// them up to date.
+	version, err := linkedVersion(ctx, "k8s.io/kubernetes")
 	if err != nil {
-		return nil, fmt.Errorf("reading the workload cluster's version: %w", err)
+		return nil, err
 	}
 	replicas := ptr.To(int32(g.MinSize))
 	if g.Replicas != nil {
@@ -135,7 +136,7 @@ func (a *ClusterAPI) CreateMachineDeployment(ctx context.Context, g MachineDeplo
 				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
 				Spec: clusterv1.MachineSpec{
 					ClusterName: g.ClusterName,
-					Version:     kubeletVersion(version.GitVersion),
+					Version:     kubeletVersion(version),
 					// The machines' "bootstrap data" is the kwok node spec; no
 					// bootstrap provider runs.
 					Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(g.Name + "-bootstrap")},
