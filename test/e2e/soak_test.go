@@ -20,10 +20,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
+	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
 	"github.com/quotascale/quotascale/cluster-autoscaler/app"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/localcluster"
@@ -37,7 +41,130 @@ import (
 // watches every node and pod event. make test runs it for 45s;
 // QUOTASCALE_SOAK=10m (make soak) for longer, QUOTASCALE_SOAK_SEED to replay.
 func TestSoak(t *testing.T) {
-	duration := 45 * time.Second
+	runSoak(t, 45*time.Second, func(t *testing.T, ctx context.Context, rng *rand.Rand) soakInfra {
+		return &kwokSoak{cloud: startKwokCloud(t, ctx, soakGroups(rng, false))}
+	})
+}
+
+// TestSoakClusterAPI is the soak on Cluster API's own controllers: the pools
+// are MachineDeployments whose machines take random times to provision, pool
+// b's machines fail at times, and leaders die mid-provisioning. make test
+// runs it for 30s; QUOTASCALE_SOAK sets both soaks' duration.
+func TestSoakClusterAPI(t *testing.T) {
+	runSoak(t, 30*time.Second, func(t *testing.T, ctx context.Context, rng *rand.Rand) soakInfra {
+		e := newCAPIEnv(t, ctx, clusterAPI(t))
+		c := &capiSoak{env: e}
+		for _, g := range []struct {
+			name, cpu string
+			maxSize   int
+		}{{"soak-a", "4", 10}, {"soak-b", "8", 6}} {
+			e.createGroup(t, ctx, g.name, 0, g.maxSize, kwokMachine(g.cpu, "16Gi", "", "", map[string]string{"pool": g.name[len(g.name)-1:], "soak": "true"}))
+		}
+		c.configure(t, ctx, rng, false)
+		c.watchMachines(t, ctx)
+		return c
+	})
+}
+
+// soakInfra is the infrastructure a soak runs on.
+type soakInfra interface {
+	// configure gives both pools random provisioning delays; failing makes
+	// pool b's new machines fail as out of resources.
+	configure(t *testing.T, ctx context.Context, rng *rand.Rand, failing bool)
+	// options points an autoscaler at the infrastructure.
+	options(o *config.Options)
+}
+
+type kwokSoak struct{ cloud *kwokCloudEnv }
+
+func (k *kwokSoak) configure(_ *testing.T, _ context.Context, rng *rand.Rand, failing bool) {
+	k.cloud.setConfig(soakGroups(rng, failing))
+}
+
+func (k *kwokSoak) options(o *config.Options) {
+	o.CloudProviderName = "kwok"
+	o.CloudConfig = "configmap:kube-system/" + k.cloud.configName
+	o.KwokState = "kube-system/" + k.cloud.stateName
+}
+
+type capiSoak struct {
+	env *capiEnv
+
+	mu                        sync.Mutex
+	created, failed, deleting map[string]bool
+}
+
+// watchMachines records what the soak did to Machines, for its report.
+func (c *capiSoak) watchMachines(t *testing.T, ctx context.Context) {
+	c.created, c.failed, c.deleting = map[string]bool{}, map[string]bool{}, map[string]bool{}
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	factory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(c.env.dynamic, 0, c.env.ns, nil)
+	record := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		reason, _, _ := unstructured.NestedString(u.Object, "status", "deprecated", "v1beta1", "failureReason")
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.created[u.GetName()] = true
+		c.failed[u.GetName()] = c.failed[u.GetName()] || reason != ""
+		c.deleting[u.GetName()] = c.deleting[u.GetName()] || u.GetDeletionTimestamp() != nil
+	}
+	if _, err := factory.ForResource(capiMachines).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) }}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+}
+
+// report says what the soak did on Cluster API, and fails a soak that made
+// no machine: it would have tested nothing of Cluster API.
+func (c *capiSoak) report(t *testing.T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	count := func(m map[string]bool) int {
+		n := 0
+		for _, v := range m {
+			if v {
+				n++
+			}
+		}
+		return n
+	}
+	t.Logf("Cluster API: %d machines created, %d failed to provision, %d deleted", len(c.created), count(c.failed), count(c.deleting))
+	if len(c.created) == 0 {
+		t.Errorf("the soak created no Machine")
+	}
+}
+
+func (c *capiSoak) configure(t *testing.T, ctx context.Context, rng *rand.Rand, failing bool) {
+	var failure *localcluster.KwokFailure
+	if failing {
+		failure = &localcluster.KwokFailure{OutOfResources: true, Code: "STOCKOUT", Message: "injected by the soak"}
+	}
+	for _, g := range []struct {
+		name    string
+		failure *localcluster.KwokFailure
+	}{{"soak-a", nil}, {"soak-b", failure}} {
+		delay := (time.Duration(rng.Intn(3000)) * time.Millisecond).String()
+		if err := c.env.capi.SetMachineTemplate(ctx, c.env.ns, g.name, delay, g.failure); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (c *capiSoak) options(o *config.Options) {
+	o.CloudProviderName = clusterapi.ProviderName
+	o.NodeGroupAutoDiscovery = []string{"clusterapi:namespace=" + c.env.ns}
+}
+
+// runSoak runs a soak of defaultDuration (QUOTASCALE_SOAK overrides it) on
+// the infrastructure newInfra builds.
+func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing.T, context.Context, *rand.Rand) soakInfra) {
+	duration := defaultDuration
 	if v := os.Getenv("QUOTASCALE_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -86,8 +213,8 @@ func TestSoak(t *testing.T) {
 	}
 	checker := startInvariantChecker(t, ctx, tree, quotas)
 
-	cloud := startKwokCloud(t, ctx, soakGroups(rng, false))
-	replicas := &autoscalerReplicas{t: t, cloud: cloud, visibility: filepath.Join(t.TempDir(), "visibility.log")}
+	infra := newInfra(t, ctx, rng)
+	replicas := &autoscalerReplicas{t: t, infra: infra, visibility: filepath.Join(t.TempDir(), "visibility.log")}
 	defer replicas.stopAll()
 	replicas.start(runCtx)
 	replicas.start(runCtx)
@@ -126,7 +253,7 @@ func TestSoak(t *testing.T) {
 			}
 		case op < 92:
 			faults++
-			cloud.setConfig(soakGroups(rng, rng.Intn(2) == 0))
+			infra.configure(t, ctx, rng, rng.Intn(2) == 0)
 		default:
 			faults++
 			cluster.SetAPIAvailable(false)
@@ -135,9 +262,12 @@ func TestSoak(t *testing.T) {
 		}
 		pause(ctx, time.Duration(200+rng.Intn(800))*time.Millisecond)
 	}
-	cloud.setConfig(soakGroups(rng, false))
+	infra.configure(t, ctx, rng, false)
 	// Let the last operations play out while the checker keeps watching.
 	pause(ctx, 10*time.Second)
+	if r, ok := infra.(interface{ report(*testing.T) }); ok {
+		r.report(t)
+	}
 	reclaims, drained := checker.Counts()
 	t.Logf("soak: %d operations, %d faults (autoscaler kills, scheduler restarts, provider failures, API outages), %d reclaim evictions, %d drained pods, %d violations, seed %d",
 		ops, faults, reclaims, drained, len(checker.Violations()), seed)
@@ -248,7 +378,7 @@ func pause(ctx context.Context, d time.Duration) {
 // leader is a crash, mid-provisioning or not.
 type autoscalerReplicas struct {
 	t          *testing.T
-	cloud      *kwokCloudEnv
+	infra      soakInfra
 	visibility string
 
 	mu       sync.Mutex
@@ -263,9 +393,7 @@ type replica struct {
 
 func (r *autoscalerReplicas) start(ctx context.Context) {
 	opts := config.Defaults()
-	opts.CloudProviderName = "kwok"
-	opts.CloudConfig = "configmap:kube-system/" + r.cloud.configName
-	opts.KwokState = "kube-system/" + r.cloud.stateName
+	r.infra.options(&opts)
 	opts.ScanInterval = 500 * time.Millisecond
 	opts.LeaderElect = true
 	opts.LeaderElectLease, opts.LeaderElectRenew, opts.LeaderElectRetry = 2*time.Second, 1500*time.Millisecond, 250*time.Millisecond
