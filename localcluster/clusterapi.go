@@ -172,6 +172,9 @@ func (a *ClusterAPI) setup(ctx context.Context, mgr ctrl.Manager) error {
 		{"KwokMachine", func() error {
 			return (&kwokMachineReconciler{client: mgr.GetClient(), workload: a.workload.Client, now: time.Now}).setup(mgr)
 		}},
+		{"KwokMachinePool", func() error {
+			return (&kwokMachinePoolReconciler{client: mgr.GetClient(), workload: a.workload.Client, now: time.Now}).setup(mgr)
+		}},
 		{"KwokMachineTemplate", func() error {
 			return (&kwokMachineTemplateReconciler{client: mgr.GetClient()}).setup(mgr)
 		}},

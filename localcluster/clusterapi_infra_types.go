@@ -22,13 +22,17 @@ const (
 	InfrastructureVersion   = "v1alpha1"
 	KwokMachineKind         = "KwokMachine"
 	KwokMachineTemplateKind = "KwokMachineTemplate"
+	KwokMachinePoolKind     = "KwokMachinePool"
 )
 
 var (
 	kwokMachineGVK         = schema.GroupVersionKind{Group: InfrastructureGroup, Version: InfrastructureVersion, Kind: KwokMachineKind}
 	kwokMachineTemplateGVK = schema.GroupVersionKind{Group: InfrastructureGroup, Version: InfrastructureVersion, Kind: KwokMachineTemplateKind}
+	kwokMachinePoolGVK     = schema.GroupVersionKind{Group: InfrastructureGroup, Version: InfrastructureVersion, Kind: KwokMachinePoolKind}
 	// KwokMachineTemplates is the resource of KwokMachineTemplateKind.
 	KwokMachineTemplates = schema.GroupVersionResource{Group: InfrastructureGroup, Version: InfrastructureVersion, Resource: "kwokmachinetemplates"}
+	// KwokMachinePools is the resource of KwokMachinePoolKind.
+	KwokMachinePools = schema.GroupVersionResource{Group: InfrastructureGroup, Version: InfrastructureVersion, Resource: "kwokmachinepools"}
 	// KwokMachines is the resource of KwokMachineKind.
 	KwokMachines = schema.GroupVersionResource{Group: InfrastructureGroup, Version: InfrastructureVersion, Resource: "kwokmachines"}
 )
@@ -105,6 +109,33 @@ type kwokMachineTemplate struct {
 	Status kwokMachineTemplateStatus `json:"status"`
 }
 
+// kwokMachinePool is an infrastructure machine pool: its instances are kwok
+// nodes, listed in spec.providerIDList as Cluster API's MachinePool contract
+// has it, with status.ready, status.replicas and, for autoscaling from zero,
+// status.capacity.
+type kwokMachinePool struct {
+	Spec struct {
+		KwokMachineSpec `json:",inline"`
+		ProviderIDList  []string `json:"providerIDList,omitempty"`
+	} `json:"spec"`
+	Status kwokMachinePoolStatus `json:"status"`
+}
+
+type kwokMachinePoolStatus struct {
+	Ready                     bool  `json:"ready,omitempty"`
+	Replicas                  int32 `json:"replicas,omitempty"`
+	kwokMachineTemplateStatus `json:",inline"`
+	// Instances are the pool's machines; an instance gets its provider ID
+	// when it has registered its node.
+	Instances []poolInstance `json:"instances,omitempty"`
+}
+
+type poolInstance struct {
+	Name       string      `json:"name"`
+	Created    metav1.Time `json:"created"`
+	ProviderID string      `json:"providerID,omitempty"`
+}
+
 type kwokMachineTemplateStatus struct {
 	Capacity corev1.ResourceList `json:"capacity,omitempty"`
 	NodeInfo *nodeInfo           `json:"nodeInfo,omitempty"`
@@ -156,8 +187,31 @@ func kwokInfraCRDs() ([][]byte, error) {
 			}},
 		},
 	})
-	out := make([][]byte, 0, 2)
-	for _, c := range []*apiextensionsv1.CustomResourceDefinition{machine, template} {
+	poolSpec := machineSpecSchema()
+	poolSpec.Properties["providerIDList"] = apiextensionsv1.JSONSchemaProps{Type: "array",
+		Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}}
+	pool := crd("kwokmachinepools", KwokMachinePoolKind, apiextensionsv1.JSONSchemaProps{
+		Type: "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": poolSpec,
+			"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"ready":    {Type: "boolean"},
+				"replicas": {Type: "integer", Format: "int32"},
+				"capacity": quantityMap(),
+				"nodeInfo": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"architecture": {Type: "string"}, "operatingSystem": {Type: "string"},
+				}},
+				"instances": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Required: []string{"name", "created"},
+					Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"name": {Type: "string"}, "created": {Type: "string", Format: "date-time"}, "providerID": {Type: "string"},
+					},
+				}}},
+			}},
+		},
+	})
+	out := make([][]byte, 0, 3)
+	for _, c := range []*apiextensionsv1.CustomResourceDefinition{machine, template, pool} {
 		raw, err := json.Marshal(c)
 		if err != nil {
 			return nil, fmt.Errorf("encoding CRD %s: %w", c.Name, err)

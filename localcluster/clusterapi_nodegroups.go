@@ -94,19 +94,7 @@ func (a *ClusterAPI) CreateMachineDeployment(ctx context.Context, g MachineDeplo
 		return nil, fmt.Errorf("creating KwokMachineTemplate %s/%s: %w", g.Namespace, g.Name, err)
 	}
 
-	annotations := map[string]string{
-		nodeGroupMinSizeAnnotation: strconv.Itoa(g.MinSize),
-		nodeGroupMaxSizeAnnotation: strconv.Itoa(g.MaxSize),
-	}
-	if len(g.Machine.Node.Labels) > 0 {
-		annotations[capacityLabelsAnnotation] = labelsAnnotation(g.Machine.Node.Labels)
-	}
-	if len(g.Machine.Node.Taints) > 0 {
-		annotations[capacityTaintsAnnotation] = taintsAnnotation(g.Machine.Node.Taints)
-	}
-	for k, v := range g.ExtraAnnotations {
-		annotations[k] = v
-	}
+	annotations := g.annotations()
 	labels := map[string]string{clusterv1.ClusterNameLabel: g.ClusterName, clusterv1.MachineDeploymentNameLabel: g.Name}
 	// The machines run the Kubernetes version localcluster is built from,
 	// which their nodes report as their kubelet's, so that Cluster API finds
@@ -188,6 +176,25 @@ func (a *ClusterAPI) SetMachineTemplate(ctx context.Context, namespace, name, pr
 	return nil
 }
 
+// annotations are the autoscaler's on the group's scalable resource: its
+// sizes, and its nodes' labels and taints for scale from zero.
+func (g MachineDeploymentGroup) annotations() map[string]string {
+	annotations := map[string]string{
+		nodeGroupMinSizeAnnotation: strconv.Itoa(g.MinSize),
+		nodeGroupMaxSizeAnnotation: strconv.Itoa(g.MaxSize),
+	}
+	if len(g.Machine.Node.Labels) > 0 {
+		annotations[capacityLabelsAnnotation] = labelsAnnotation(g.Machine.Node.Labels)
+	}
+	if len(g.Machine.Node.Taints) > 0 {
+		annotations[capacityTaintsAnnotation] = taintsAnnotation(g.Machine.Node.Taints)
+	}
+	for k, v := range g.ExtraAnnotations {
+		annotations[k] = v
+	}
+	return annotations
+}
+
 // labelsAnnotation is upstream's "key=value,key=value" format, sorted.
 func labelsAnnotation(labels map[string]string) string {
 	items := make([]string, 0, len(labels))
@@ -244,4 +251,56 @@ func kubeletVersion(gitVersion string) string {
 		return ""
 	}
 	return fmt.Sprintf("v%d.%d.%d", v.Major(), v.Minor(), v.Patch())
+}
+
+// CreateMachinePool creates the group as a MachinePool and its
+// KwokMachinePool (g.Machine's node and provisioning delay; failures are for
+// machines only).
+func (a *ClusterAPI) CreateMachinePool(ctx context.Context, g MachineDeploymentGroup) (*clusterv1.MachinePool, error) {
+	c, err := a.management.ctrlClient()
+	if err != nil {
+		return nil, err
+	}
+	pool := newUnstructured(kwokMachinePoolGVK)
+	pool.SetNamespace(g.Namespace)
+	pool.SetName(g.Name)
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&KwokMachineSpec{Node: g.Machine.Node, ProvisioningDelay: g.Machine.ProvisioningDelay})
+	if err != nil {
+		return nil, err
+	}
+	pool.Object["spec"] = spec
+	if err := c.Create(ctx, pool); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating KwokMachinePool %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	version, err := linkedVersion(ctx, "k8s.io/kubernetes")
+	if err != nil {
+		return nil, err
+	}
+	replicas := ptr.To(int32(g.MinSize))
+	if g.Replicas != nil {
+		replicas = g.Replicas
+	}
+	mp := &clusterv1.MachinePool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name, Annotations: g.annotations(),
+			Labels: map[string]string{clusterv1.ClusterNameLabel: g.ClusterName}},
+		Spec: clusterv1.MachinePoolSpec{
+			ClusterName: g.ClusterName,
+			Replicas:    replicas,
+			Template: clusterv1.MachineTemplateSpec{
+				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{clusterv1.ClusterNameLabel: g.ClusterName}},
+				Spec: clusterv1.MachineSpec{
+					ClusterName: g.ClusterName,
+					Version:     kubeletVersion(version),
+					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(g.Name + "-bootstrap")},
+					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+						APIGroup: InfrastructureGroup, Kind: KwokMachinePoolKind, Name: g.Name,
+					},
+				},
+			},
+		},
+	}
+	if err := c.Create(ctx, mp); err != nil {
+		return nil, fmt.Errorf("creating MachinePool %s/%s: %w", g.Namespace, g.Name, err)
+	}
+	return mp, nil
 }

@@ -28,6 +28,7 @@ import (
 var (
 	capiMachineDeployments = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machinedeployments"}
 	capiMachines           = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machines"}
+	capiMachinePools       = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machinepools"}
 
 	sharedCAPIOnce sync.Once
 	sharedCAPI     *localcluster.ClusterAPI
@@ -62,9 +63,9 @@ type capiEnv struct {
 const capiClusterName = "workload"
 
 // newCAPIEnv makes a namespace with a ready Cluster on capi's management
-// cluster. On cleanup it deletes the MachineDeployments and waits until
-// their machines and nodes are gone, before the namespace goes: a Machine
-// whose Cluster is deleted first could never finish its deletion.
+// cluster. On cleanup it deletes the MachineDeployments and MachinePools and
+// waits until their machines and nodes are gone, before the namespace goes:
+// a Machine whose Cluster is deleted first could never finish its deletion.
 func newCAPIEnv(t *testing.T, ctx context.Context, capi *localcluster.ClusterAPI) *capiEnv {
 	t.Helper()
 	mgmt := capi.Management()
@@ -76,10 +77,17 @@ func newCAPIEnv(t *testing.T, ctx context.Context, capi *localcluster.ClusterAPI
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = mgmt.Dynamic.Resource(capiMachineDeployments).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		for _, r := range []schema.GroupVersionResource{capiMachineDeployments, capiMachinePools} {
+			_ = mgmt.Dynamic.Resource(r).Namespace(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		}
 		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			list, err := mgmt.Dynamic.Resource(capiMachines).Namespace(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(list.Items) == 0, nil
+			for _, r := range []schema.GroupVersionResource{capiMachines, localcluster.KwokMachinePools} {
+				list, err := mgmt.Dynamic.Resource(r).Namespace(ns).List(ctx, metav1.ListOptions{})
+				if err != nil || len(list.Items) > 0 {
+					return false, nil
+				}
+			}
+			return true, nil
 		})
 		if err != nil {
 			t.Errorf("the test's machines were not deleted: %v", err)
@@ -171,6 +179,17 @@ func (e *capiEnv) replicas(t *testing.T, ctx context.Context) map[string]int {
 		out[md.GetName()] = int(r)
 	}
 	return out
+}
+
+// poolReplicas reads the spec.replicas of the env's MachinePool "mp".
+func (e *capiEnv) poolReplicas(t *testing.T, ctx context.Context) int {
+	t.Helper()
+	mp, err := e.dynamic.Resource(capiMachinePools).Namespace(e.ns).Get(ctx, "mp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ := unstructured.NestedInt64(mp.Object, "spec", "replicas")
+	return int(r)
 }
 
 // machines lists the env's Machines by MachineDeployment: name, and whether

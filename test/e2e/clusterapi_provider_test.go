@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -253,4 +254,46 @@ spec:
 		!strings.HasSuffix(failingStatus.ScaleUp.BackoffInfo.ErrorMessage, "STOCKOUT: no machines left in the zone") {
 		t.Errorf("status of the failing group %+v, want Backoff with %+v... STOCKOUT", failingStatus, want)
 	}
+}
+
+// TestClusterAPIMachinePool: a MachinePool is a node group. Its instances
+// are what its infrastructure pool lists in spec.providerIDList; its
+// replicas count against the quota before the pool has made them, as a
+// MachineDeployment's do.
+func TestClusterAPIMachinePool(t *testing.T) {
+	ctx := testContext(t)
+	e := newCAPIEnv(t, ctx, clusterAPI(t))
+	applyCapacityQuotas(t, ctx, []byte(`
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityQuota
+metadata: {name: e2e-capi-machinepool}
+spec:
+  selector: {matchLabels: {e2e-capi-pool: mp}}
+  limits: {resources: {cpu: 8}}
+`))
+	labels := map[string]string{"e2e-capi-pool": "mp"}
+	_, err := e.capi.CreateMachinePool(ctx, localcluster.MachineDeploymentGroup{Namespace: e.ns, Name: "mp", ClusterName: e.cluster,
+		MinSize: 0, MaxSize: 5, Machine: kwokMachine("4", "16Gi", "", "4s", labels)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.startAutoscaler(t, ctx, nil)
+	createPods(t, ctx, e.ns, "pool", 6, "3", labels)
+	waitUnschedulable(t, ctx, e.ns, 6)
+	within := func(ctx context.Context) error {
+		if r := e.poolReplicas(t, ctx); r > 2 {
+			return fmt.Errorf("MachinePool spec.replicas %d, the quota allows 2", r)
+		}
+		return nil
+	}
+	loopUntil(t, ctx, a, "two pods run on the pool's nodes", within, runningPods(e.ns, 2))
+	pool, err := e.dynamic.Resource(capiMachinePools).Namespace(e.ns).Get(ctx, "mp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, _, _ := unstructured.NestedStringSlice(pool.Object, "spec", "providerIDList")
+	if len(ids) != 2 {
+		t.Errorf("providerIDList %v, want two instances", ids)
+	}
+	wantPodEvent(t, ctx, e.ns, `pod didn't trigger scale-up: 1 exceeded quota: "CapacityQuota/e2e-capi-machinepool", resources: cpu`)
 }
