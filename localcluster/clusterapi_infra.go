@@ -210,16 +210,32 @@ func (r *kwokMachineReconciler) patchStatus(ctx context.Context, u *unstructured
 	for i := range status.Conditions {
 		status.Conditions[i].ObservedGeneration = u.GetGeneration()
 	}
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	return writeStatus(ctx, r.client, u, &status)
+}
+
+// writeStatus replaces u's status with status through a merge patch of the
+// status subresource.
+func writeStatus(ctx context.Context, c client.Client, u *unstructured.Unstructured, status any) error {
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(status)
 	if err != nil {
 		return err
 	}
 	patch := u.DeepCopy()
 	patch.Object["status"] = raw
-	if err := r.client.Status().Patch(ctx, patch, client.MergeFrom(u)); err != nil {
-		return fmt.Errorf("reporting the status of KwokMachine %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	if err := c.Status().Patch(ctx, patch, client.MergeFrom(u)); err != nil {
+		return fmt.Errorf("reporting the status of %s %s/%s: %w", u.GetKind(), u.GetNamespace(), u.GetName(), err)
 	}
 	return nil
+}
+
+// shapeStatus is what a template or a pool reports of its nodes for
+// autoscaling from zero: their capacity (pods defaulted) and system.
+func shapeStatus(spec KwokNodeSpec) kwokMachineTemplateStatus {
+	node := NodeSpec{Capacity: spec.Capacity}.Node()
+	return kwokMachineTemplateStatus{
+		Capacity: node.Status.Capacity,
+		NodeInfo: &nodeInfo{Architecture: node.Labels[corev1.LabelArchStable], OperatingSystem: node.Labels[corev1.LabelOSStable]},
+	}
 }
 
 // delete removes the machine's node, if it registered one, and lets the
@@ -273,21 +289,11 @@ func (r *kwokMachineTemplateReconciler) Reconcile(ctx context.Context, req ctrl.
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &t); err != nil {
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("decoding KwokMachineTemplate %s: %w", req.NamespacedName, err))
 	}
-	node := NodeSpec{Capacity: t.Spec.Template.Spec.Node.Capacity}.Node()
-	want := kwokMachineTemplateStatus{
-		Capacity: node.Status.Capacity,
-		NodeInfo: &nodeInfo{Architecture: node.Labels[corev1.LabelArchStable], OperatingSystem: node.Labels[corev1.LabelOSStable]},
-	}
+	want := shapeStatus(t.Spec.Template.Spec.Node)
 	if apiequality.Semantic.DeepEqual(want, t.Status) {
 		return ctrl.Result{}, nil
 	}
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&want)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	patch := u.DeepCopy()
-	patch.Object["status"] = raw
-	return ctrl.Result{}, r.client.Status().Patch(ctx, patch, client.MergeFrom(u))
+	return ctrl.Result{}, writeStatus(ctx, r.client, u, &want)
 }
 
 func newUnstructured(gvk schema.GroupVersionKind) *unstructured.Unstructured {

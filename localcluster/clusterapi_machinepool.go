@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -138,22 +137,9 @@ func (r *kwokMachinePoolReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{}, fmt.Errorf("listing the instances of KwokMachinePool %s: %w", req.NamespacedName, err)
 		}
 	}
-	template := NodeSpec{Capacity: pool.Spec.Node.Capacity}.Node()
 	status := kwokMachinePoolStatus{Ready: true, Replicas: int32(len(providerIDs)), Instances: instances,
-		kwokMachineTemplateStatus: kwokMachineTemplateStatus{
-			Capacity: template.Status.Capacity,
-			NodeInfo: &nodeInfo{Architecture: template.Labels[corev1.LabelArchStable], OperatingSystem: template.Labels[corev1.LabelOSStable]},
-		}}
-	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	patch := u.DeepCopy()
-	patch.Object["status"] = raw
-	if err := r.client.Status().Patch(ctx, patch, client.MergeFrom(u)); err != nil {
-		return ctrl.Result{}, fmt.Errorf("reporting the status of KwokMachinePool %s: %w", req.NamespacedName, err)
-	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+		kwokMachineTemplateStatus: shapeStatus(pool.Spec.Node)}
+	return ctrl.Result{RequeueAfter: requeue}, writeStatus(ctx, r.client, u, &status)
 }
 
 func (r *kwokMachinePoolReconciler) deleteInstance(ctx context.Context, in poolInstance) error {

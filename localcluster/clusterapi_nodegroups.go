@@ -120,19 +120,7 @@ func (a *ClusterAPI) CreateMachineDeployment(ctx context.Context, g MachineDeplo
 					MaxSurge: ptr.To(intstr.FromInt32(1)), MaxUnavailable: ptr.To(intstr.FromInt32(0)),
 				},
 			}},
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: g.ClusterName,
-					Version:     kubeletVersion(version),
-					// The machines' "bootstrap data" is the kwok node spec; no
-					// bootstrap provider runs.
-					Bootstrap: clusterv1.Bootstrap{DataSecretName: ptr.To(g.Name + "-bootstrap")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: InfrastructureGroup, Kind: KwokMachineTemplateKind, Name: g.Name,
-					},
-				},
-			},
+			Template: machineTemplate(g, labels, KwokMachineTemplateKind, version),
 		},
 	}
 	if err := c.Create(ctx, md); err != nil {
@@ -174,6 +162,24 @@ func (a *ClusterAPI) SetMachineTemplate(ctx context.Context, namespace, name, pr
 		return fmt.Errorf("changing KwokMachineTemplate %s/%s: %w", namespace, name, err)
 	}
 	return nil
+}
+
+// machineTemplate is the group's machines as a scalable resource makes them:
+// joining the Cluster, bootstrapped from a data Secret name (no bootstrap
+// provider runs; the kwok node spec is the machine's only "bootstrap data"),
+// on the kwok infrastructure of kind, running version.
+func machineTemplate(g MachineDeploymentGroup, labels map[string]string, kind, version string) clusterv1.MachineTemplateSpec {
+	return clusterv1.MachineTemplateSpec{
+		ObjectMeta: clusterv1.ObjectMeta{Labels: labels},
+		Spec: clusterv1.MachineSpec{
+			ClusterName: g.ClusterName,
+			Version:     kubeletVersion(version),
+			Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(g.Name + "-bootstrap")},
+			InfrastructureRef: clusterv1.ContractVersionedObjectReference{
+				APIGroup: InfrastructureGroup, Kind: kind, Name: g.Name,
+			},
+		},
+	}
 }
 
 // annotations are the autoscaler's on the group's scalable resource: its
@@ -286,17 +292,7 @@ func (a *ClusterAPI) CreateMachinePool(ctx context.Context, g MachineDeploymentG
 		Spec: clusterv1.MachinePoolSpec{
 			ClusterName: g.ClusterName,
 			Replicas:    replicas,
-			Template: clusterv1.MachineTemplateSpec{
-				ObjectMeta: clusterv1.ObjectMeta{Labels: map[string]string{clusterv1.ClusterNameLabel: g.ClusterName}},
-				Spec: clusterv1.MachineSpec{
-					ClusterName: g.ClusterName,
-					Version:     kubeletVersion(version),
-					Bootstrap:   clusterv1.Bootstrap{DataSecretName: ptr.To(g.Name + "-bootstrap")},
-					InfrastructureRef: clusterv1.ContractVersionedObjectReference{
-						APIGroup: InfrastructureGroup, Kind: KwokMachinePoolKind, Name: g.Name,
-					},
-				},
-			},
+			Template:    machineTemplate(g, map[string]string{clusterv1.ClusterNameLabel: g.ClusterName}, KwokMachinePoolKind, version),
 		},
 	}
 	if err := c.Create(ctx, mp); err != nil {
