@@ -31,5 +31,6 @@ func (r runWithCluster) Run() int {
 		return 1
 	}
 	defer cluster.Stop()
+	defer removeBuiltBinaries()
 	return r.m.Run()
 }

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -10,37 +10,54 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	featuregatetesting "k8s.io/component-base/featuregate/testing"
-	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/app"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 )
 
-// binary is the cluster-autoscaler program, built once by TestMain.
-var binary string
+// repoRoot is the repository's root, from this package's directory.
+const repoRoot = "../.."
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "cluster-autoscaler-test")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+var (
+	binaryOnce sync.Once
+	binaryDir  string
+	binaryPath string
+	binaryErr  error
+)
+
+// autoscalerBinary builds the real cluster-autoscaler program once per test
+// binary, as a user gets it from `make build`, and returns its path.
+func autoscalerBinary(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		binaryDir, binaryErr = os.MkdirTemp("", "quotascale-e2e-bin")
+		if binaryErr != nil {
+			return
+		}
+		binaryPath = filepath.Join(binaryDir, "cluster-autoscaler")
+		build := exec.Command("go", "build", "-o", binaryPath, "./cluster-autoscaler")
+		build.Dir = repoRoot
+		var out bytes.Buffer
+		build.Stdout, build.Stderr = &out, &out
+		if err := build.Run(); err != nil {
+			binaryErr = fmt.Errorf("go build ./cluster-autoscaler: %w\n%s", err, out.String())
+		}
+	})
+	if binaryErr != nil {
+		t.Fatal(binaryErr)
 	}
-	binary = filepath.Join(dir, "cluster-autoscaler")
-	build := exec.Command("go", "build", "-o", binary, ".")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building cluster-autoscaler:", err)
-		os.Exit(1)
+	return binaryPath
+}
+
+// removeBuiltBinaries deletes what autoscalerBinary built; TestMain calls it.
+func removeBuiltBinaries() {
+	if binaryDir != "" {
+		_ = os.RemoveAll(binaryDir)
 	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
 }
 
 // upstreamFlag is one line of config/testdata/upstream-flags.tsv, written from
@@ -51,7 +68,7 @@ type upstreamFlag struct {
 
 func upstreamFlags(t *testing.T) []upstreamFlag {
 	t.Helper()
-	f, err := os.Open(filepath.Join("config", "testdata", "upstream-flags.tsv"))
+	f, err := os.Open(filepath.Join(repoRoot, "cluster-autoscaler", "config", "testdata", "upstream-flags.tsv"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +92,10 @@ func upstreamFlags(t *testing.T) []upstreamFlag {
 	return flags
 }
 
-// run runs the built binary.
+// runBinary runs the built binary to its end.
 func runBinary(t *testing.T, args ...string) (stdout, stderr string, exitCode int) {
 	t.Helper()
+	binary := autoscalerBinary(t)
 	cmd := exec.Command(binary, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -97,7 +115,7 @@ func runBinary(t *testing.T, args ...string) (stdout, stderr string, exitCode in
 // flag name: the cells of default and treatment.
 func docsRows(t *testing.T) map[string][2]string {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "flags.md"))
+	doc, err := os.ReadFile(filepath.Join(repoRoot, "docs", "flags.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,121 +253,11 @@ func TestNoEffectWarnsOnce(t *testing.T) {
 }
 
 func TestRefusedFlagExits(t *testing.T) {
-	_, stderr, code := runBinary(t, "--enforce-node-group-min-size", "--kubeconfig=/nonexistent")
+	_, stderr, code := runBinary(t, "--enable-provisioning-requests", "--kubeconfig=/nonexistent")
 	if code == 0 {
 		t.Fatal("exited 0")
 	}
-	if want := "--enforce-node-group-min-size=true is not supported: node groups are only scaled up for pending pods"; !strings.Contains(stderr, want) {
+	if want := "--enable-provisioning-requests=true is not supported: ProvisioningRequests are not supported"; !strings.Contains(stderr, want) {
 		t.Errorf("stderr %q does not contain %q", stderr, want)
-	}
-}
-
-// TestCommandLines parses command lines as the binary does.
-func TestCommandLines(t *testing.T) {
-	tests := []struct {
-		name      string
-		args      []string
-		verbosity uint32
-		warned    string // the one flag warned about, if any
-		err       string
-	}{
-		// The extraArgs of upstream's chart by default.
-		{name: "upstream chart defaults", args: []string{"--logtostderr=true", "--stderrthreshold=info", "--v=4"}, verbosity: 4},
-		{name: "-v=4", args: []string{"-v=4"}, verbosity: 4},
-		{name: "-v 4", args: []string{"-v", "4"}, verbosity: 4},
-		{name: "--v 4", args: []string{"--v", "4"}, verbosity: 4},
-		{name: "-v4", args: []string{"-v4"}, verbosity: 4},
-		// Upstream's pflag reads a single dash as shorthands, so a long
-		// flag with one dash fails there too.
-		{name: "single dash long flag", args: []string{"-logtostderr"}, err: "unknown shorthand flag: 'l' in -logtostderr"},
-		{name: "single dash with a value", args: []string{"-stderrthreshold=info"}, err: "unknown shorthand flag: 's' in -stderrthreshold=info"},
-		{name: "underscores as upstream allows", args: []string{"--log_file_max_size=1800", "--max_nodes_total=3", "--alsologtostderr=false"}},
-		{name: "klog's severity names", args: []string{"--stderrthreshold=WARNING"}, warned: "--stderrthreshold=1 has no effect"},
-		{name: "a bad severity", args: []string{"--stderrthreshold=loud"},
-			err: `invalid argument "loud" for "--stderrthreshold" flag: strconv.ParseInt: parsing "loud": invalid syntax`},
-		{name: "a boolean with a separate value", args: []string{"--leader-elect", "false"},
-			err: `unexpected arguments ["false"]: every setting is a flag`},
-		{name: "unknown flag", args: []string{"--no-such-flag"}, err: "unknown flag: --no-such-flag"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			opts := config.Defaults()
-			cmdline := app.NewCommandLine(&opts)
-			warnings, err := cmdline.Parse(tt.args)
-			if tt.warned == "" && len(warnings) > 0 || tt.warned != "" && (len(warnings) != 1 || !strings.HasPrefix(warnings[0], tt.warned)) {
-				t.Errorf("warnings %q, want one starting %q", warnings, tt.warned)
-			}
-			got := ""
-			if err != nil {
-				got = err.Error()
-			}
-			if diff := cmp.Diff(tt.err, got); diff != "" {
-				t.Fatalf("error (-want +got):\n%s", diff)
-			}
-			if err == nil && uint32(cmdline.Logging.Verbosity) != tt.verbosity {
-				t.Errorf("verbosity %d, want %d", cmdline.Logging.Verbosity, tt.verbosity)
-			}
-		})
-	}
-}
-
-func TestHelpIsNoError(t *testing.T) {
-	for _, arg := range []string{"--help", "-h"} {
-		opts := config.Defaults()
-		cmdline := app.NewCommandLine(&opts)
-		cmdline.FlagSet.SetOutput(&bytes.Buffer{})
-		if _, err := cmdline.Parse([]string{arg}); !errors.Is(err, pflag.ErrHelp) {
-			t.Errorf("%s: %v, want pflag.ErrHelp", arg, err)
-		}
-	}
-}
-
-// TestLogFile: --logtostderr=false with --log-file sends the log to that file,
-// creating its directory, as upstream.
-func TestLogFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "logs", "ca.log")
-	opts := config.Defaults()
-	cmdline := app.NewCommandLine(&opts)
-	if _, err := cmdline.Parse([]string{"--logtostderr=false", "--log-file=" + path}); err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmdline.LoggingOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := fmt.Fprintln(out.ErrorStream, "a line"); err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != "a line\n" {
-		t.Errorf("log file holds %q", got)
-	}
-	for _, args := range [][]string{{"--log-file=" + path}, {"--logtostderr=false"}} {
-		cmdline := app.NewCommandLine(&opts)
-		if _, err := cmdline.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		out, err := cmdline.LoggingOptions()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if out.ErrorStream != os.Stderr || out.InfoStream != os.Stderr {
-			t.Errorf("%q: the log does not go to stderr", args)
-		}
-	}
-}
-
-func TestInterPodAffinityFastPathSetsTheGate(t *testing.T) {
-	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.InterPodAffinityHostnameFastPath, false)
-	opts := config.Defaults()
-	cmdline := app.NewCommandLine(&opts)
-	if _, err := cmdline.Parse([]string{"--enable-inter-pod-affinity-hostname-fast-path"}); err != nil {
-		t.Fatal(err)
-	}
-	if !cmdline.FeatureGate.Enabled(features.InterPodAffinityHostnameFastPath) {
-		t.Error("the InterPodAffinityHostnameFastPath gate is off")
 	}
 }
