@@ -33,6 +33,9 @@ RUN --mount=type=cache,target=/go/pkg/mod \
       -o /out/cluster-autoscaler ./cluster-autoscaler
 
 # distroless static: no shell, no package manager; runs as nonroot (65532).
+# The layout is upstream's image's: the binary at /cluster-autoscaler and the
+# working directory /, so that upstream's Helm chart, whose command is
+# ./cluster-autoscaler, runs this image unchanged.
 FROM gcr.io/distroless/static:nonroot
 ARG VERSION=dev
 ARG COMMIT=unknown
@@ -40,6 +43,8 @@ LABEL org.opencontainers.image.title="cluster-autoscaler" \
       org.opencontainers.image.source="https://github.com/quotascale/quotascale" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${COMMIT}"
-COPY --from=build /out/cluster-autoscaler /usr/local/bin/cluster-autoscaler
+COPY --from=build /out/cluster-autoscaler /cluster-autoscaler
+WORKDIR /
 USER 65532:65532
-ENTRYPOINT ["/usr/local/bin/cluster-autoscaler"]
+# CMD, not ENTRYPOINT, as upstream: a pod's command replaces it.
+CMD ["/cluster-autoscaler"]

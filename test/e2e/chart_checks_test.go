@@ -228,6 +228,10 @@ func checkChartReplicas(t *testing.T, r *chartRendering, want chartWant) {
 	}
 }
 
+// chartAutoscalerCommand is the autoscaler container's command in our chart:
+// upstream's, relative to the image's working directory (TestAutoscalerImageLayout).
+const chartAutoscalerCommand = "./cluster-autoscaler"
+
 // checkAutoscaler parses the autoscaler's command line as cluster-autoscaler/main.go
 // does (refusals and validation included), and parses the
 // kwok config it points at with the kwok provider's parser.
@@ -244,7 +248,7 @@ func checkChartAutoscaler(t *testing.T, r *chartRendering, want chartWant) {
 		t.Fatal("no autoscaler Deployment")
 	}
 	c := chartFromUnstructured[appsv1.Deployment](t, d).Spec.Template.Spec.Containers[0]
-	if diff := cmp.Diff([]string{"/usr/local/bin/cluster-autoscaler"}, c.Command); diff != "" {
+	if diff := cmp.Diff([]string{chartAutoscalerCommand}, c.Command); diff != "" {
 		t.Errorf("command (-want +got):\n%s", diff)
 	}
 	opts := config.Defaults()
