@@ -56,15 +56,24 @@ import (
 const Component = "cluster-autoscaler"
 
 // Process is what lives as long as the process, leader or not: metrics and the
-// health check, served by Serve.
+// health check, served by Serve. Metrics are registered here, once: an
+// autoscaler that loses and regains leadership is built again with the same
+// Process, and registering a collector twice panics.
 type Process struct {
-	Metrics *metrics.Metrics
-	health  *health
+	Metrics      *metrics.Metrics
+	quotaMetrics *capacityquota.Metrics
+	health       *health
 }
 
 // NewProcess creates the metrics registry and the health check.
 func NewProcess(opts config.Options) *Process {
-	return &Process{Metrics: metrics.New(), health: newHealth(opts.ScanInterval)}
+	m := metrics.New(metrics.Options{EmitPerNodeGroupMetrics: opts.EmitPerNodeGroupMetrics})
+	m.SetResourceLimits(opts.MinCoresTotal, opts.MaxCoresTotal, opts.MinMemoryTotal, opts.MaxMemoryTotal)
+	return &Process{
+		Metrics:      m,
+		quotaMetrics: capacityquota.NewMetrics(m.Registry, m.SkippedScaleEvents),
+		health:       newHealth(opts.ScanInterval),
+	}
 }
 
 // Autoscaler is a wired autoscaler, ready to loop.
@@ -132,7 +141,7 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	quotas, err := capacityquota.New(capacityquota.Options{
 		Enabled:     opts.CapacityQuotasEnabled,
 		ClusterWide: clusterWideLimits(opts),
-	}, capacityquota.ListerFrom(quotaInformer.GetStore()), nodes.Informer(), recorder, capacityquota.NewMetrics(m.Registry, m.SkippedScaleEvents))
+	}, capacityquota.ListerFrom(quotaInformer.GetStore()), nodes.Informer(), recorder, process.quotaMetrics)
 	if err != nil {
 		return nil, err
 	}
@@ -181,8 +190,20 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		RootMin:                   rootMin,
 	}
 	if opts.WriteStatusConfigMap {
+		// Events about the autoscaler itself go on its status ConfigMap, as
+		// upstream's, once it has been written.
+		var statusObject *corev1.ConfigMap
 		deps.WriteStatus = func(ctx context.Context, s clusterstate.Status, now time.Time) error {
-			return clusterstate.WriteStatusConfigMap(ctx, client, opts.Namespace, s, now)
+			cm, err := clusterstate.WriteStatusConfigMap(ctx, client, opts.Namespace, opts.StatusConfigMapName, s, now)
+			if err == nil {
+				statusObject = cm
+			}
+			return err
+		}
+		deps.Event = func(eventType, reason, message string) {
+			if statusObject != nil {
+				recorder.Event(statusObject, eventType, reason, message)
+			}
 		}
 	}
 	a := &Autoscaler{Process: process, opts: opts, core: core.New(opts, deps), provider: provider,
@@ -281,7 +302,7 @@ func (a *Autoscaler) RootMin() corev1.ResourceList {
 func (a *Autoscaler) RunOnce(ctx context.Context) error {
 	now := time.Now()
 	if ok, why := a.fresh.check(ctx, now); !ok {
-		a.Metrics.SkippedLoops.Inc()
+		a.Metrics.RegisterStaleDataSkippedLoop()
 		klog.FromContext(ctx).Info("Scaling nothing this loop", "reason", why)
 		return nil
 	}

@@ -41,6 +41,8 @@ type Registry struct {
 	// failure is not counted twice while its deletion is under way.
 	failedInstances map[string]bool
 	last            *State
+	// failures since the last TakeFailures (failures.go).
+	failures []Failure
 }
 
 // NewRegistry returns an empty registry.
@@ -76,6 +78,8 @@ type GroupState struct {
 	// MachineDeployment's spec.replicas runs ahead of its Machines); the
 	// instances count failed and late ones, which hold capacity until they are
 	// gone even when the target no longer does. Capacity limits count this.
+	// Nodes are the group's registered nodes.
+	Nodes    []*corev1.Node
 	Upcoming int
 	// Unregistered are instances without a registered node, failed and late ones
 	// included, until they are gone.
@@ -129,6 +133,7 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 		for _, in := range instances {
 			if n, ok := registered[in.Id]; ok {
 				gs.Registered++
+				gs.Nodes = append(gs.Nodes, n)
 				if nodeReady(n) {
 					gs.Ready++
 				}
@@ -190,32 +195,33 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 	return state, nil
 }
 
+// fail backs a group off for one node that did not come.
 func (r *Registry) fail(groupID string, info cloudprovider.InstanceErrorInfo, now time.Time) {
-	b := r.backoffs[groupID]
-	if b == nil {
-		b = &backoff{}
-		r.backoffs[groupID] = b
-	}
-	b.fail(r.opts.Backoff, info, now)
+	r.backOff(groupID, info, 1, now)
 }
 
-// RegisterFailedScaleUp backs a group off after IncreaseSize itself failed.
-func (r *Registry) RegisterFailedScaleUp(groupID string, err error, now time.Time) {
-	r.fail(groupID, cloudprovider.InstanceErrorInfo{ErrorClass: cloudprovider.OtherErrorClass, ErrorCode: "cloudProviderError", ErrorMessage: err.Error()}, now)
+// RegisterFailedScaleUp backs a group off after IncreaseSize itself failed
+// to add delta nodes.
+func (r *Registry) RegisterFailedScaleUp(groupID string, delta int, err error, now time.Time) {
+	r.backOff(groupID, cloudprovider.InstanceErrorInfo{ErrorClass: cloudprovider.OtherErrorClass, ErrorCode: "cloudProviderError", ErrorMessage: err.Error()}, delta, now)
 }
 
-// scaleUpRequest is a target a scale-up asked for and when it is due.
+// scaleUpRequest is a target a scale-up asked for, by how many nodes it
+// increased the group (upstream's Increase, which the group's health allows
+// for), and when it is due.
 type scaleUpRequest struct {
-	target int
-	due    time.Time
+	target, increase int
+	due              time.Time
 }
 
-// RegisterScaleUp records a successful increase to target; its nodes are due
-// within --max-node-provision-time. A later increase of the same group
-// extends the request to the new target and due time, as upstream's does.
-func (r *Registry) RegisterScaleUp(groupID string, target int, now time.Time) {
+// RegisterScaleUp records a successful increase by delta to target; its nodes
+// are due within --max-node-provision-time. A later increase of the same group
+// extends the request to the new target and due time and adds to its
+// increase, as upstream's does.
+func (r *Registry) RegisterScaleUp(groupID string, target, delta int, now time.Time) {
 	r.lastScaleUp[groupID] = now
-	r.requests[groupID] = scaleUpRequest{target: target, due: now.Add(r.opts.MaxNodeProvisionTime)}
+	r.requests[groupID] = scaleUpRequest{target: target, increase: r.requests[groupID].increase + delta,
+		due: now.Add(r.opts.MaxNodeProvisionTime)}
 }
 
 // checkRequest ends a group's scale-up request once its nodes registered, its
@@ -234,11 +240,11 @@ func (r *Registry) checkRequest(ctx context.Context, gs *GroupState, failedNow b
 	case now.After(req.due):
 		delete(r.requests, id)
 		missing := req.target - gs.Registered
-		r.fail(id, cloudprovider.InstanceErrorInfo{
+		r.backOff(id, cloudprovider.InstanceErrorInfo{
 			ErrorClass:   cloudprovider.OtherErrorClass,
 			ErrorCode:    "timeout",
 			ErrorMessage: fmt.Sprintf("%d of the %d nodes asked for did not register within %s", missing, req.target, r.opts.MaxNodeProvisionTime),
-		}, now)
+		}, missing, now)
 		klog.FromContext(ctx).Info("Scale-up timed out; backing off node group", "nodeGroup", id, "target", req.target,
 			"registered", gs.Registered, "maxNodeProvisionTime", r.opts.MaxNodeProvisionTime)
 	}

@@ -152,7 +152,7 @@ func TestScaleUpTimeout(t *testing.T) {
 			r := NewRegistry(Options{MaxNodeProvisionTime: time.Minute, Backoff: BackoffOptions{Initial: time.Minute, Max: time.Hour, Reset: time.Hour}})
 			g := &fakeGroup{id: "g", target: 2}
 			p := &fakeProvider{groups: []cloudprovider.NodeGroup{g}}
-			r.RegisterScaleUp("g", 2, start)
+			r.RegisterScaleUp("g", 2, 2, start)
 			if _, err := r.Update(context.Background(), p, nil, start.Add(30*time.Second)); err != nil {
 				t.Fatal(err)
 			}
@@ -178,7 +178,7 @@ func TestScaleUpTimeout(t *testing.T) {
 		r := NewRegistry(Options{MaxNodeProvisionTime: time.Minute, Backoff: BackoffOptions{Initial: time.Minute, Max: time.Hour, Reset: time.Hour}})
 		g := &fakeGroup{id: "g", target: 1, instances: []cloudprovider.Instance{instance("a", cloudprovider.InstanceCreating, true)}}
 		p := &fakeProvider{groups: []cloudprovider.NodeGroup{g}}
-		r.RegisterScaleUp("g", 1, start)
+		r.RegisterScaleUp("g", 1, 1, start)
 		for _, at := range []time.Duration{10 * time.Second, 70 * time.Second, 130 * time.Second} {
 			if _, err := r.Update(context.Background(), p, nil, start.Add(at)); err != nil {
 				t.Fatal(err)

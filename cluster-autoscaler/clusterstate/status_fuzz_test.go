@@ -19,14 +19,15 @@ func sampleStatus(t testing.TB) string {
 		Time:             "2026-11-30 12:00:00 +0000 UTC",
 		AutoscalerStatus: "Running",
 		ClusterWide: ClusterWideStatus{
-			Health:    HealthCondition{Status: Healthy, NodeCounts: NodeCounts{Registered: RegisteredCounts{Total: 3, Ready: 2, NotStarted: 1}, Unregistered: 1}, LastProbeTime: probe},
-			ScaleUp:   ScaleUpCondition{Status: InProgress, LastProbeTime: probe, LastTransitionTime: &probe},
-			ScaleDown: ScaleDownCondition{Status: CandidatesPresent, Candidates: 1, LastProbeTime: probe},
+			Health: HealthCondition{Status: Healthy, NodeCounts: NodeCounts{Registered: RegisteredCounts{Total: 3, Ready: 2, NotStarted: 1,
+				Unready: UnreadyCounts{Total: 1, ResourceUnready: 1}}, Unregistered: 1}, LastProbeTime: probe, LastTransitionTime: probe},
+			ScaleUp:   ScaleUpCondition{Status: InProgress, LastProbeTime: probe, LastTransitionTime: probe},
+			ScaleDown: ScaleDownCondition{Status: CandidatesPresent, Candidates: 1, LastProbeTime: probe, LastTransitionTime: probe},
 		},
 		NodeGroups: []NodeGroupStatus{{
 			Name:      "n2-standard-2",
-			Health:    NodeGroupHealth{HealthCondition: HealthCondition{Status: Healthy, LastProbeTime: probe}, CloudProviderTarget: 4, MinSize: 0, MaxSize: 20},
-			ScaleUp:   NodeGroupScaleUp{ScaleUpCondition: ScaleUpCondition{Status: Backoff, LastProbeTime: probe}, BackoffInfo: BackoffInfo{ErrorCode: "OUT_OF_RESOURCES", ErrorMessage: "stockout"}},
+			Health:    NodeGroupHealth{Status: Healthy, LastProbeTime: probe, LastTransitionTime: probe, CloudProviderTarget: 4, MinSize: 0, MaxSize: 20},
+			ScaleUp:   NodeGroupScaleUp{Status: Backoff, LastProbeTime: probe, BackoffInfo: BackoffInfo{ErrorCode: "OUT_OF_RESOURCES", ErrorMessage: "stockout"}},
 			ScaleDown: ScaleDownCondition{Status: NoCandidates, LastProbeTime: probe},
 		}},
 	}

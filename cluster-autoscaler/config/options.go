@@ -89,6 +89,18 @@ type Options struct {
 	// and long-unregistered instances even below their group's min size.
 	ForceDeleteFailedNodes       bool
 	ForceDeleteUnregisteredNodes bool
+
+	// Health, as upstream's: above MaxTotalUnreadyPercentage unready nodes
+	// (and more than OkTotalUnreadyCount) the cluster is unhealthy and the
+	// autoscaler scales nothing. A registered node not ready within
+	// MaxNodeStartupTime of its creation counts as unready.
+	MaxTotalUnreadyPercentage float64
+	OkTotalUnreadyCount       int
+	MaxNodeStartupTime        time.Duration
+	// StatusConfigMapName is the status ConfigMap in Namespace.
+	StatusConfigMapName string
+	// EmitPerNodeGroupMetrics adds upstream's per node group metrics.
+	EmitPerNodeGroupMetrics bool
 }
 
 // Defaults are upstream's defaults, except where the flag table (Flags) says
@@ -129,6 +141,10 @@ func Defaults() Options {
 		MaxGracefulTerminationSec:       600,
 		SkipNodesWithLocalStorage:       true,
 		SkipNodesWithSystemPods:         true,
+		MaxTotalUnreadyPercentage:       45,
+		OkTotalUnreadyCount:             3,
+		MaxNodeStartupTime:              15 * time.Minute,
+		StatusConfigMapName:             "cluster-autoscaler-status",
 	}
 }
 
@@ -158,6 +174,15 @@ func (o *Options) Validate() error {
 	if o.MaxEmptyBulkDelete < 0 || o.MaxGracefulTerminationSec < 0 {
 		problems = append(problems, fmt.Sprintf("--max-empty-bulk-delete (%d) and --max-graceful-termination-sec (%d) must not be negative",
 			o.MaxEmptyBulkDelete, o.MaxGracefulTerminationSec))
+	}
+	if !(o.MaxTotalUnreadyPercentage >= 0 && o.MaxTotalUnreadyPercentage <= 100) || o.OkTotalUnreadyCount < 0 {
+		problems = append(problems, fmt.Sprintf("--max-total-unready-percentage (%g) must be between 0 and 100 and --ok-total-unready-count (%d) must not be negative",
+			o.MaxTotalUnreadyPercentage, o.OkTotalUnreadyCount))
+	}
+	if o.WriteStatusConfigMap {
+		for _, msg := range validation.IsDNS1123Subdomain(o.StatusConfigMapName) {
+			problems = append(problems, fmt.Sprintf("--status-config-map-name %q is not a valid ConfigMap name: %s", o.StatusConfigMapName, msg))
+		}
 	}
 	if o.StaleDataBound <= 0 {
 		problems = append(problems, fmt.Sprintf("--max-stale-data must be positive, got %s", o.StaleDataBound))

@@ -38,6 +38,9 @@ type Deps struct {
 	StatusProcessors  []processors.ScaleUpStatusProcessor
 	// WriteStatus writes the status ConfigMap; nil when disabled.
 	WriteStatus func(ctx context.Context, status clusterstate.Status, now time.Time) error
+	// Event records an event about the autoscaler itself, on its status
+	// ConfigMap as upstream's; nil records none.
+	Event func(eventType, reason, message string)
 	// AfterLoop run at the end of every loop, e.g. to write CapacityQuota status.
 	AfterLoop []func(ctx context.Context) error
 
@@ -60,6 +63,9 @@ type Autoscaler struct {
 	expander expander.Strategy
 	// lastScaleDownFailure starts --scale-down-delay-after-failure.
 	lastScaleDownFailure time.Time
+	healthOptions        clusterstate.HealthOptions
+	// lastStatus is the status document last written.
+	lastStatus clusterstate.Status
 }
 
 // New builds an autoscaler.
@@ -77,31 +83,79 @@ func New(opts config.Options, deps Deps) *Autoscaler {
 		}),
 		limiters: deps.Limiters,
 		expander: deps.Expander,
+		healthOptions: clusterstate.HealthOptions{
+			MaxTotalUnreadyPercentage: opts.MaxTotalUnreadyPercentage,
+			OkTotalUnreadyCount:       opts.OkTotalUnreadyCount,
+			MaxNodeStartupTime:        opts.MaxNodeStartupTime,
+		},
 	}
 }
 
-// RunOnce is one loop.
+// RunOnce is one loop, counted as upstream's main loop: last_activity main at
+// its start, mainSuccessful when it ends without error, errors_total by the
+// error's type otherwise, and its duration.
 func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
-	logger := klog.FromContext(ctx)
 	start := time.Now()
-	defer func() { a.Metrics.LoopDuration.WithLabelValues("main").Observe(time.Since(start).Seconds()) }()
-
-	if err := a.Provider.Refresh(); err != nil {
-		return fmt.Errorf("refreshing the cloud provider: %w", err)
+	a.Metrics.SetLastActivity(metrics.Main, now)
+	err := a.runOnce(ctx, now)
+	if err != nil {
+		a.Metrics.RegisterError(errorType(err))
+	} else {
+		a.Metrics.SetLastActivity(metrics.MainSuccessful, time.Now())
 	}
+	a.Metrics.ObserveDuration(metrics.Main, start)
+	return err
+}
+
+func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
+	logger := klog.FromContext(ctx)
+	stateStart := time.Now()
 	nodes, err := a.Nodes.List(labels.Everything())
 	if err != nil {
-		return fmt.Errorf("listing nodes: %w", err)
+		return apiCallError(fmt.Errorf("listing nodes: %w", err))
 	}
 	pods, err := a.Pods.List(labels.Everything())
 	if err != nil {
-		return fmt.Errorf("listing pods: %w", err)
+		return apiCallError(fmt.Errorf("listing pods: %w", err))
+	}
+	a.Metrics.UpdateClusterResources(clusterResources(nodes))
+	refreshStart := time.Now()
+	err = a.Provider.Refresh()
+	a.Metrics.ObserveDuration(metrics.CloudProviderRefresh, refreshStart)
+	if err != nil {
+		return cloudProviderError(fmt.Errorf("refreshing the cloud provider: %w", err))
 	}
 	state, err := a.registry.Update(ctx, a.Provider, nodes, now)
 	if err != nil {
-		return err
+		return cloudProviderError(err)
 	}
+	health := a.registry.CheckHealth(a.healthOptions, state, nodes)
+	a.Metrics.UpdateClusterState(health.ClusterHealthy, health.NodeCounts())
+	a.updateGroupMetrics(state, health)
+	a.Metrics.ObserveDuration(metrics.UpdateState, stateStart)
+
+	// The status is written whatever the loop does from here, as upstream's,
+	// and the failed scale-ups of the loop are counted.
+	var unneeded map[string]int
+	templates := map[string]*corev1.Node{}
+	defer func() {
+		a.recordFailures(templates)
+		a.writeStatus(ctx, health, unneeded, now)
+	}()
+
 	a.removeFailedInstances(ctx, state)
+	if !health.ClusterHealthy {
+		// As upstream: scale nothing, forget the unneeded nodes so that their
+		// unneeded time starts over, and say why on the status ConfigMap.
+		logger.Info("Cluster is not ready for autoscaling: too many unready nodes",
+			"unready", health.Cluster.Unready, "nodes", len(nodes),
+			"maxTotalUnreadyPercentage", a.healthOptions.MaxTotalUnreadyPercentage, "okTotalUnreadyCount", a.healthOptions.OkTotalUnreadyCount)
+		if a.ScaleDownPlanner != nil {
+			a.ScaleDownPlanner.Forget()
+		}
+		a.clusterEvent(corev1.EventTypeWarning, "ClusterUnhealthy", "Cluster is unhealthy")
+		return nil
+	}
 	lc := &processors.LoopContext{
 		Now:       now,
 		Nodes:     nodes,
@@ -117,7 +171,7 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 			continue
 		}
 		lc.Templates[gs.Group.Id()] = t
-		a.Metrics.NodeGroupTarget.WithLabelValues(gs.Group.Id()).Set(float64(gs.Target))
+		templates[gs.Group.Id()] = t.Node
 	}
 
 	for _, l := range a.limiters {
@@ -126,6 +180,7 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 		}
 	}
 
+	a.Metrics.SetLastActivity(metrics.Autoscaling, time.Now())
 	var bound, pending []*corev1.Pod
 	for _, p := range pods {
 		switch {
@@ -137,12 +192,17 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 			pending = append(pending, p)
 		}
 	}
-	a.Metrics.UnschedulablePods.Set(float64(len(pending)))
-	a.Metrics.NodesCount.WithLabelValues("registered").Set(float64(len(nodes)))
+	// Pods the scheduler has not processed yet are not acted on (no scheduler
+	// is bypassed), so that count is 0, as upstream's without
+	// --bypassed-scheduler-names.
+	a.Metrics.UpdateUnschedulablePods(len(pending), 0)
 
 	status := &processors.ScaleUpStatus{Result: processors.ScaleUpNotNeeded}
 	if len(pending) > 0 {
-		status, err = a.scaleUpFor(ctx, lc, state, nodes, bound, pending)
+		scaleUpStart := time.Now()
+		a.Metrics.SetLastActivity(metrics.ScaleUp, scaleUpStart)
+		status, err = a.scaleUpFor(ctx, lc, state, health, nodes, bound, pending)
+		a.Metrics.ObserveDuration(metrics.ScaleUp, scaleUpStart)
 		if err != nil {
 			return err
 		}
@@ -153,32 +213,44 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 	switch status.Result {
 	case processors.ScaleUpSuccessful:
 		for _, inc := range status.Increases {
-			a.Metrics.ScaledUpNodes.Add(float64(inc.New - inc.Current))
+			a.Metrics.RegisterScaleUp(inc.New-inc.Current, metrics.GPUOf(lc.Templates[inc.Group.Id()].Node, nil))
 		}
-		a.Metrics.LastActivity.WithLabelValues("scaleUp").Set(float64(now.Unix()))
 	case processors.ScaleUpError:
-		a.Metrics.FailedScaleUps.WithLabelValues("cloudProviderError").Inc()
 		logger.Error(status.Error, "Scale-up failed")
 	}
-	unneeded, err := a.scaleDown(ctx, lc, state, bound, status.Result == processors.ScaleUpSuccessful)
+
+	unneeded, err = a.scaleDown(ctx, lc, state, bound, status.Result == processors.ScaleUpSuccessful)
 	if err != nil {
 		logger.Error(err, "Scale-down")
-	}
-	if a.WriteStatus != nil {
-		if err := a.WriteStatus(ctx, a.registry.Status(unneeded), now); err != nil {
-			logger.Error(err, "Writing the status ConfigMap")
-		}
 	}
 	for _, after := range a.AfterLoop {
 		if err := after(ctx); err != nil {
 			logger.Error(err, "After the loop")
 		}
 	}
-	a.Metrics.LastActivity.WithLabelValues("main").Set(float64(now.Unix()))
 	return nil
 }
 
-func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State,
+// clusterEvent records an event about the autoscaler, when events are wired.
+func (a *Autoscaler) clusterEvent(eventType, reason, message string) {
+	if a.Event != nil {
+		a.Event(eventType, reason, message)
+	}
+}
+
+// writeStatus writes the status ConfigMap, when enabled, keeping the last
+// document for its transition times.
+func (a *Autoscaler) writeStatus(ctx context.Context, health *clusterstate.Health, unneeded map[string]int, now time.Time) {
+	if a.WriteStatus == nil {
+		return
+	}
+	a.lastStatus = a.registry.Status(health, unneeded, a.lastStatus)
+	if err := a.WriteStatus(ctx, a.lastStatus, now); err != nil {
+		klog.FromContext(ctx).Error(err, "Writing the status ConfigMap")
+	}
+}
+
+func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State, health *clusterstate.Health,
 	nodes []*corev1.Node, bound, pending []*corev1.Pod) (*processors.ScaleUpStatus, error) {
 	var refused []processors.RefusedPod
 	for _, p := range a.PodListProcessors {
@@ -189,7 +261,6 @@ func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext,
 		pending = kept
 		refused = append(refused, r...)
 	}
-	simStart := time.Now()
 	snapshot := simulator.NewSnapshot(nodes, bound)
 	a.Framework.SetSnapshot(snapshot)
 	groups := groupPods(pending)
@@ -200,12 +271,11 @@ func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext,
 	if err != nil {
 		return nil, err
 	}
-	status := a.scaleUp(ctx, lc, state, groups)
+	status := a.scaleUp(ctx, lc, state, health, groups)
 	status.Refused = refused
 	if len(refused) > 0 && status.Result == processors.ScaleUpNotNeeded {
 		status.Result = processors.ScaleUpNoOptionsAvailable
 	}
-	a.Metrics.LoopDuration.WithLabelValues("scaleUp").Observe(time.Since(simStart).Seconds())
 	return status, nil
 }
 

@@ -56,7 +56,7 @@ func similar(a, b *corev1.Node) bool {
 // group capped by its max size or by a quota hands its share to the others
 // (upstream does not: its #9567), because each node is planned with the limiters
 // as it is assigned, so a shared quota's headroom is seen by every group.
-func (a *Autoscaler) balance(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State, best cloudprovider.NodeGroup, count int) map[string]int {
+func (a *Autoscaler) balance(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State, health *clusterstate.Health, best cloudprovider.NodeGroup, count int) map[string]int {
 	template := lc.Templates[best.Id()]
 	candidates := []*clusterstate.GroupState{state.Group(best.Id())}
 	for _, gs := range state.Groups {
@@ -64,7 +64,7 @@ func (a *Autoscaler) balance(ctx context.Context, lc *processors.LoopContext, st
 		if gs.Group.Id() == best.Id() || t == nil || !similar(template.Node, t.Node) {
 			continue
 		}
-		if backedOff, _ := a.registry.BackedOff(gs.Group.Id(), lc.Now); backedOff {
+		if backedOff, _ := a.registry.BackedOff(gs.Group.Id(), lc.Now); backedOff || !health.Groups[gs.Group.Id()].Healthy {
 			continue
 		}
 		candidates = append(candidates, gs)

@@ -82,7 +82,7 @@ func newQuotaProcessor(b *testing.B, f *loopFixture, quotas int) *capacityquota.
 		},
 		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return watch.NewFake(), nil },
 	}}, &corev1.Node{}, 0, cache.Indexers{})
-	m := metrics.New()
+	m := metrics.New(metrics.Options{})
 	var objects []*autoscalingv1beta1.CapacityQuota
 	groups := f.provider.groups
 	for i := 0; i < quotas; i++ {

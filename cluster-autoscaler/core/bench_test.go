@@ -125,7 +125,7 @@ func newTestAutoscaler(tb testing.TB, f *loopFixture, limiters ...processors.Sca
 	opts := config.Defaults()
 	return New(opts, Deps{
 		Provider: f.provider, Nodes: f.nodes, Pods: f.pods, Framework: fw, Expander: strategy,
-		Metrics: metrics.New(), Limiters: limiters,
+		Metrics: metrics.New(metrics.Options{}), Limiters: limiters,
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
 	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
 	"github.com/quotascale/quotascale/processors"
 )
@@ -52,32 +53,46 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 	if a.RootMin != nil {
 		in.RootMin = a.RootMin()
 	}
-	start := time.Now()
+	findStart := time.Now()
 	plan, err := a.ScaleDownPlanner.Plan(ctx, in)
 	if err != nil {
 		return nil, err
 	}
+	a.Metrics.ObserveDuration(metrics.FindUnneeded, findStart)
+	unneeded := 0
+	for _, n := range plan.Unneeded {
+		unneeded += n
+	}
+	a.Metrics.UpdateUnneeded(unneeded, unremovableByReason(plan.Kept))
+	a.Metrics.SetScaleDownInCooldown(!in.MayRemove)
+	for _, k := range plan.Kept {
+		for _, reason := range minimumLimitReasons(k.Reason) {
+			a.Metrics.RegisterSkippedScaleDown(reason)
+		}
+	}
 	status := &processors.ScaleDownStatus{Unneeded: plan.Unneeded, Kept: plan.Kept}
+	removeStart := time.Now()
+	if in.MayRemove {
+		a.Metrics.SetLastActivity(metrics.ScaleDown, removeStart)
+	}
 	for _, r := range plan.Removals {
 		if err := a.ScaleDownActuator.Remove(ctx, r); err != nil {
 			logger.Error(err, "Scale-down failed")
 			a.lastScaleDownFailure = lc.Now
 			status.Failed = append(status.Failed, processors.FailedRemoval{NodeRemoval: r, Err: err})
-			a.Metrics.FailedScaleDowns.Inc()
+			a.Metrics.RegisterFailedScaleDown()
 			continue
 		}
 		status.Removed = append(status.Removed, r)
-		a.Metrics.ScaledDownNodes.Inc()
+		reason := metrics.ScaleDownUnderutilized
+		if len(r.Evicted) == 0 {
+			reason = metrics.ScaleDownEmpty
+		}
+		a.Metrics.RegisterScaleDown(reason, metrics.GPUOf(r.Node, nil))
 	}
-	unneeded := 0
-	for _, n := range plan.Unneeded {
-		unneeded += n
+	if in.MayRemove {
+		a.Metrics.ObserveDuration(metrics.ScaleDown, removeStart)
 	}
-	a.Metrics.UnneededNodes.Set(float64(unneeded))
-	if len(status.Removed) > 0 {
-		a.Metrics.LastActivity.WithLabelValues("scaleDown").Set(float64(lc.Now.Unix()))
-	}
-	a.Metrics.LoopDuration.WithLabelValues("scaleDown").Observe(time.Since(start).Seconds())
 	for _, p := range a.ScaleDownStatusProcessors {
 		p.ProcessScaleDown(ctx, lc, status)
 	}

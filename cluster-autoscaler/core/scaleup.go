@@ -22,12 +22,13 @@ var (
 	reasonBackoff     = processors.NewReason(processors.MessageNodeGroupSkipped, "in backoff after failed scale-up")
 	reasonNoTemplate  = processors.NewReason(processors.MessageNodeGroupSkipped, "no node template")
 	reasonMaxPerScale = processors.NewReason(processors.MessageNodeGroupSkipped, "max nodes per scale-up reached")
+	reasonNotReady    = processors.NewReason(processors.MessageNodeGroupSkipped, "not ready for scale-up")
 )
 
 // scaleUp picks one node group to grow for the pending pods, the way upstream's
 // orchestrator does: predicates on each template, an estimate of how many nodes
 // each group needs within every limit, the expander's choice, IncreaseSize.
-func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State, groups []*podGroup) *processors.ScaleUpStatus {
+func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State, health *clusterstate.Health, groups []*podGroup) *processors.ScaleUpStatus {
 	logger := klog.FromContext(ctx)
 	status := &processors.ScaleUpStatus{Result: processors.ScaleUpNotNeeded}
 	if len(groups) == 0 {
@@ -80,6 +81,12 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 			for _, i := range passing {
 				info[i].Skipped[id] = reasons
 			}
+		}
+		// An unhealthy group (too few of its nodes ready) is not grown, as
+		// upstream's: more nodes would likely not come up either.
+		if !health.Groups[id].Healthy {
+			skip(reasonNotReady)
+			continue
 		}
 		if backedOff, _ := a.registry.BackedOff(id, lc.Now); backedOff {
 			skip(reasonBackoff)
@@ -153,7 +160,7 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 				best = &options[i]
 			}
 		}
-		increases = a.balance(ctx, lc, state, best.NodeGroup, best.NodeCount)
+		increases = a.balance(ctx, lc, state, health, best.NodeGroup, best.NodeCount)
 	}
 	ids := make([]string, 0, len(increases))
 	for id := range increases {
@@ -169,12 +176,12 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 		logger.Info("Scale-up", "nodeGroup", id, "from", gs.Target, "to", gs.Target+delta,
 			"max", gs.Max, "pods", len(best.Pods), "options", len(options))
 		if err := gs.Group.IncreaseSize(delta); err != nil {
-			a.registry.RegisterFailedScaleUp(id, err, lc.Now)
+			a.registry.RegisterFailedScaleUp(id, delta, err, lc.Now)
 			status.Result = processors.ScaleUpError
 			status.Error = fmt.Errorf("increasing node group %s by %d: %w", id, delta, err)
 			continue
 		}
-		a.registry.RegisterScaleUp(id, gs.Target+delta, lc.Now)
+		a.registry.RegisterScaleUp(id, gs.Target+delta, delta, lc.Now)
 		if !a.opts.BalanceSimilarNodeGroups {
 			for _, l := range a.limiters {
 				l.Planned(ctx, lc, gs.Group, lc.Templates[id].Node, delta)

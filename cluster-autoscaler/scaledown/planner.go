@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -85,6 +86,10 @@ type candidate struct {
 	pods        []*corev1.Pod // to move
 	index       int           // in the destination list
 }
+
+// Forget drops every node's unneeded time, as upstream's planner does while
+// the cluster is unhealthy: it starts over once the cluster is healthy again.
+func (p *Planner) Forget() { p.unneededSince = map[string]time.Time{} }
 
 // Plan decides which nodes to remove now.
 func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
@@ -173,10 +178,11 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 			p.unneededSince[c.node.Name] = since
 		}
 		why := ""
+		below := p.belowMinimums(remaining, c.node)
 		switch {
 		case in.Targets[id]-removedPerGroup[id]-1 < c.group.MinSize():
 			why = reasonMinSize
-		case !p.withinMinimums(remaining, c.node):
+		case len(below) > 0:
 			why = reasonMinResources
 		case !keepsRootMin(remaining, c.node, in.RootMin):
 			why = reasonRootMin
@@ -184,7 +190,13 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 		if why != "" {
 			dest.unplace(c.pods)
 			dest.include(c.index)
-			plan.Kept = append(plan.Kept, processors.KeptNode{Node: c.node, GroupID: id, Reason: rootMinReason(why, remaining, c.node, in.RootMin)})
+			reason := rootMinReason(why, remaining, c.node, in.RootMin)
+			if why == reasonMinResources {
+				// The resources the removal would take below their minimum,
+				// which upstream's skipped_scale_events_count names.
+				reason = keptReason(why, below...)
+			}
+			plan.Kept = append(plan.Kept, processors.KeptNode{Node: c.node, GroupID: id, Reason: reason})
 			continue
 		}
 		ready := in.MayRemove && in.Now.Sub(since) >= p.opts.UnneededTime
@@ -281,10 +293,17 @@ func subtract(t *clusterTotals, n *corev1.Node) {
 	}
 }
 
-func (p *Planner) withinMinimums(t *clusterTotals, n *corev1.Node) bool {
-	cpu := t.capacityCPU - n.Status.Capacity.Cpu().MilliValue()
-	mem := t.capacityMemory - n.Status.Capacity.Memory().Value()
-	return cpu >= p.opts.MinCores*1000 && mem >= p.opts.MinMemory
+// belowMinimums are the resources, of cpu and memory, that removing n would
+// take below --cores-total's and --memory-total's minimums.
+func (p *Planner) belowMinimums(t *clusterTotals, n *corev1.Node) []string {
+	var below []string
+	if t.capacityCPU-n.Status.Capacity.Cpu().MilliValue() < p.opts.MinCores*1000 {
+		below = append(below, string(corev1.ResourceCPU))
+	}
+	if t.capacityMemory-n.Status.Capacity.Memory().Value() < p.opts.MinMemory {
+		below = append(below, string(corev1.ResourceMemory))
+	}
+	return below
 }
 
 // keepsRootMin reports whether removing n leaves at least the tree root's min
@@ -325,7 +344,7 @@ func rootMinReason(why string, t *clusterTotals, n *corev1.Node, rootMin corev1.
 func keptReason(reason string, params ...string) processors.Reason {
 	msg := reason
 	if len(params) > 0 {
-		msg = reason + ": " + params[0]
+		msg = reason + ": " + strings.Join(params, ", ")
 	}
 	return processors.Reason{MessageID: processors.MessageNoScaleDownNode + "." + reason, Parameters: params, Message: msg}
 }

@@ -253,7 +253,7 @@ func TestScaleDownRollsBackTaintOnFailedDrain(t *testing.T) {
 	createGuardedDeployment(t, ctx, ns, target, []string{holdFinalizer})
 	t.Cleanup(func() { releaseHeldPods(t, context.Background(), ns) })
 	a.loopUntil(t, ctx, "a failed drain", func(context.Context) error {
-		if got := counterValue(t, a.Autoscaler, "cluster_autoscaler_failed_scale_downs_total", nil); got != 1 {
+		if got := counterValue(t, a.Autoscaler, "quotascale_autoscaler_failed_scale_downs_total", nil); got != 1 {
 			return fmt.Errorf("failed scale-downs = %v", got)
 		}
 		return nil

@@ -52,31 +52,113 @@ func TestPodName(t *testing.T) {
 	}
 }
 
-// TestAutoscalerStatus reads the document the autoscaler writes, through the
-// autoscaler's own encoder.
+// upstreamStatusDocument is a status document in the format upstream's
+// autoscaler writes (kubernetes-sigs/cluster-autoscaler pkg/clusterstate/api),
+// written out by hand so that the reader is checked against the format and
+// not against our own encoder.
+const upstreamStatusDocument = `time: 2026-11-30 12:00:00.123 +0000 UTC
+autoscalerStatus: Running
+clusterWide:
+  health:
+    status: Unhealthy
+    nodeCounts:
+      registered:
+        total: 9
+        ready: 4
+        notStarted: 0
+        suspended: 0
+        unready:
+          total: 5
+          resourceUnready: 0
+      longUnregistered: 0
+      unregistered: 0
+    lastProbeTime: "2026-11-30T12:00:00Z"
+    lastTransitionTime: "2026-11-30T11:40:00Z"
+  scaleUp:
+    status: NoActivity
+    lastProbeTime: "2026-11-30T12:00:00Z"
+    lastTransitionTime: "2026-11-30T11:00:00Z"
+  scaleDown:
+    status: NoCandidates
+    lastProbeTime: "2026-11-30T12:00:00Z"
+    lastTransitionTime: "2026-11-30T11:00:00Z"
+nodeGroups:
+- name: n2-standard-2
+  health:
+    status: Healthy
+    nodeCounts:
+      registered:
+        total: 3
+        ready: 3
+        notStarted: 0
+        suspended: 0
+        unready:
+          total: 0
+          resourceUnready: 0
+      longUnregistered: 0
+      unregistered: 1
+    cloudProviderTarget: 4
+    minSize: 1
+    maxSize: 20
+    lastProbeTime: "2026-11-30T12:00:00Z"
+    lastTransitionTime: "2026-11-30T11:00:00Z"
+  scaleUp:
+    status: Backoff
+    backoffInfo:
+      errorCode: OUT_OF_RESOURCES
+      errorMessage: no n2 left
+    lastProbeTime: "2026-11-30T12:00:00Z"
+    lastTransitionTime: "2026-11-30T11:50:00Z"
+  scaleDown:
+    status: NoCandidates
+    lastProbeTime: "2026-11-30T12:00:00Z"
+    lastTransitionTime: "2026-11-30T11:00:00Z"
+- name: gpu
+  health:
+    status: Unhealthy
+    nodeCounts:
+      registered:
+        total: 6
+        ready: 1
+        notStarted: 0
+        suspended: 0
+        unready:
+          total: 5
+          resourceUnready: 5
+      longUnregistered: 0
+      unregistered: 0
+    cloudProviderTarget: 6
+    minSize: 0
+    maxSize: 8
+    lastProbeTime: "2026-11-30T12:00:00Z"
+    lastTransitionTime: "2026-11-30T11:40:00Z"
+  scaleUp:
+    status: Unhealthy
+    lastProbeTime: "2026-11-30T12:00:00Z"
+    lastTransitionTime: "2026-11-30T11:40:00Z"
+  scaleDown:
+    status: NoCandidates
+    lastProbeTime: "2026-11-30T12:00:00Z"
+    lastTransitionTime: "2026-11-30T11:00:00Z"
+`
+
+// TestAutoscalerStatus reads a document in upstream's format: sizes,
+// backoff and health of each group, and the cluster's health.
 func TestAutoscalerStatus(t *testing.T) {
 	written := time.Date(2026, 11, 30, 12, 0, 0, 123000000, time.UTC)
-	doc := clusterstate.Status{
-		Time:             written.Format(statusTimeLayout),
-		AutoscalerStatus: "Running",
-		NodeGroups: []clusterstate.NodeGroupStatus{{
-			Name: "n2-standard-2",
-			Health: clusterstate.NodeGroupHealth{
-				HealthCondition:     clusterstate.HealthCondition{NodeCounts: clusterstate.NodeCounts{Registered: clusterstate.RegisteredCounts{Total: 3}}},
-				CloudProviderTarget: 4, MinSize: 1, MaxSize: 20,
-			},
-			ScaleUp: clusterstate.NodeGroupScaleUp{
-				ScaleUpCondition: clusterstate.ScaleUpCondition{Status: clusterstate.Backoff},
-				BackoffInfo:      clusterstate.BackoffInfo{ErrorCode: "OUT_OF_RESOURCES", ErrorMessage: "no n2 left"},
-			},
-		}},
+	doc, err := clusterstate.ParseStatus(upstreamStatusDocument)
+	if err != nil {
+		t.Fatal(err)
 	}
 	got := autoscalerStatus("ConfigMap kube-system/cluster-autoscaler-status", doc)
 	want := &report.AutoscalerStatus{
-		Source: "ConfigMap kube-system/cluster-autoscaler-status",
-		Time:   written,
-		NodeGroups: []report.NodeGroupStatus{{Name: "n2-standard-2", MinSize: 1, MaxSize: 20, Target: 4, Registered: 3,
-			Backoff: "OUT_OF_RESOURCES: no n2 left"}},
+		Source:    "ConfigMap kube-system/cluster-autoscaler-status",
+		Time:      written,
+		Unhealthy: "5 of 9 registered nodes are unready",
+		NodeGroups: []report.NodeGroupStatus{
+			{Name: "n2-standard-2", MinSize: 1, MaxSize: 20, Target: 4, Registered: 3, Backoff: "OUT_OF_RESOURCES: no n2 left"},
+			{Name: "gpu", MinSize: 0, MaxSize: 8, Target: 6, Registered: 6, Unhealthy: "1 of its 6 nodes are ready (target 6)"},
+		},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("autoscaler status (-want +got):\n%s", diff)

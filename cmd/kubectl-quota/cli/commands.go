@@ -81,7 +81,7 @@ func (o *options) explain(cmd *cobra.Command, name string, top int) error {
 	if pod.Spec.NodeName == "" {
 		r.nodes(ctx)
 		r.quotas(ctx)
-		r.autoscaler(ctx, o.autoscalerNamespace)
+		r.autoscaler(ctx, o.autoscalerNamespace, o.autoscalerStatus)
 	}
 	r.podEvents(ctx, pod)
 	e := report.Explain(r.snap, pod, top)
@@ -131,7 +131,7 @@ and the headroom left (limit - used - upcoming), with the quota's validity.`,
 			}
 			r.quotas(cmd.Context())
 			r.nodes(cmd.Context())
-			r.autoscaler(cmd.Context(), o.autoscalerNamespace)
+			r.autoscaler(cmd.Context(), o.autoscalerNamespace, o.autoscalerStatus)
 			c := report.Capacity(r.snap)
 			return o.print(c, func(w io.Writer) error { return report.PrintCapacity(w, c) })
 		},

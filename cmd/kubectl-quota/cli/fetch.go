@@ -26,7 +26,7 @@ var (
 )
 
 // statusTimeLayout is how the autoscaler writes the status document's time.
-const statusTimeLayout = "2006-01-02 15:04:05.999999999 -0700 MST"
+const statusTimeLayout = clusterstate.StatusTimeLayout
 
 // reader fills a report.Snapshot. A piece it cannot read becomes a note, not an
 // error: an explanation over what is readable beats none.
@@ -138,9 +138,9 @@ func (r *reader) quotas(ctx context.Context) {
 
 // autoscaler reads the cluster autoscaler's status ConfigMap, upstream's format,
 // so node groups are known whatever the cloud provider.
-func (r *reader) autoscaler(ctx context.Context, namespace string) {
-	source := fmt.Sprintf("ConfigMap %s/%s", namespace, clusterstate.StatusConfigMapName)
-	cm, err := r.kube.CoreV1().ConfigMaps(namespace).Get(ctx, clusterstate.StatusConfigMapName, metav1.GetOptions{})
+func (r *reader) autoscaler(ctx context.Context, namespace, name string) {
+	source := fmt.Sprintf("ConfigMap %s/%s", namespace, name)
+	cm, err := r.kube.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		r.note("autoscaler status not found (no %s): node groups and upcoming nodes are unknown", source)
 		return
@@ -168,6 +168,9 @@ func autoscalerStatus(source string, s clusterstate.Status) *report.AutoscalerSt
 	if t, err := time.Parse(statusTimeLayout, s.Time); err == nil {
 		out.Time = t
 	}
+	if h := s.ClusterWide.Health; h.Status == clusterstate.Unhealthy {
+		out.Unhealthy = fmt.Sprintf("%d of %d registered nodes are unready", h.NodeCounts.Registered.Unready.Total, h.NodeCounts.Registered.Total)
+	}
 	for _, g := range s.NodeGroups {
 		ng := report.NodeGroupStatus{
 			Name:       g.Name,
@@ -175,6 +178,9 @@ func autoscalerStatus(source string, s clusterstate.Status) *report.AutoscalerSt
 			MaxSize:    g.Health.MaxSize,
 			Target:     g.Health.CloudProviderTarget,
 			Registered: g.Health.NodeCounts.Registered.Total,
+		}
+		if h := g.Health; h.Status == clusterstate.Unhealthy {
+			ng.Unhealthy = fmt.Sprintf("%d of its %d nodes are ready (target %d)", h.NodeCounts.Registered.Ready, h.NodeCounts.Registered.Total, h.CloudProviderTarget)
 		}
 		if g.ScaleUp.Status == clusterstate.Backoff {
 			ng.Backoff = g.ScaleUp.BackoffInfo.ErrorCode

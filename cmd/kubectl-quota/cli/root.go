@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
 	"github.com/quotascale/quotascale/internal/version"
 )
 
@@ -31,6 +32,7 @@ type options struct {
 	streams             genericiooptions.IOStreams
 	output              string
 	autoscalerNamespace string
+	autoscalerStatus    string
 	now                 func() time.Time
 }
 
@@ -42,6 +44,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		streams:             streams,
 		output:              OutputTable,
 		autoscalerNamespace: "kube-system",
+		autoscalerStatus:    clusterstate.StatusConfigMapName,
 		now:                 time.Now,
 	}
 	root := &cobra.Command{
@@ -73,7 +76,9 @@ Answers are best-effort over what can be read; missing data is listed under NOTE
 	o.config.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", o.output, "Output format: table, json or yaml.")
 	root.PersistentFlags().StringVar(&o.autoscalerNamespace, "autoscaler-namespace", o.autoscalerNamespace,
-		"Namespace of the cluster autoscaler's status ConfigMap (cluster-autoscaler-status).")
+		"Namespace of the cluster autoscaler's status ConfigMap (its --namespace).")
+	root.PersistentFlags().StringVar(&o.autoscalerStatus, "autoscaler-status-configmap", o.autoscalerStatus,
+		"Name of the cluster autoscaler's status ConfigMap (its --status-config-map-name).")
 	root.AddCommand(newExplainCommand(o), newTreeCommand(o), newCapacityCommand(o), newVersionCommand(o))
 	return root
 }

@@ -154,6 +154,12 @@ func explainCapacity(s Snapshot, pod *corev1.Pod, requests corev1.ResourceList) 
 			if g.status.Backoff != "" {
 				fit.Blocked = append(fit.Blocked, fmt.Sprintf("node group %q is in backoff: %s", g.status.Name, g.status.Backoff))
 			}
+			if g.status.Unhealthy != "" {
+				fit.Blocked = append(fit.Blocked, fmt.Sprintf("node group %q is unhealthy: %s", g.status.Name, g.status.Unhealthy))
+			}
+			if s.Autoscaler != nil && s.Autoscaler.Unhealthy != "" {
+				fit.Blocked = append(fit.Blocked, "the cluster is unhealthy, so the autoscaler scales nothing: "+s.Autoscaler.Unhealthy)
+			}
 			if allowed, exceeded := set.AllowedDelta(g.template, 1); allowed == 0 {
 				for _, e := range exceeded {
 					if i, ok := byName[e.Quota]; ok {

@@ -63,7 +63,10 @@ type AutoscalerStatus struct {
 	// Source names the ConfigMap, for messages.
 	Source string
 	// Time is when the autoscaler wrote it; zero when it did not parse.
-	Time       time.Time
+	Time time.Time
+	// Unhealthy says why the cluster is unhealthy, when it is: the autoscaler
+	// then scales nothing. Empty when healthy.
+	Unhealthy  string
 	NodeGroups []NodeGroupStatus
 }
 
@@ -73,6 +76,9 @@ type NodeGroupStatus struct {
 	MinSize, MaxSize, Target, Registered int
 	// Backoff is why scale-ups of the group are backed off; empty when they are not.
 	Backoff string
+	// Unhealthy says why the group is unhealthy, when it is: the autoscaler
+	// then does not grow it. Empty when healthy.
+	Unhealthy string
 }
 
 // PodExplanation answers "why is this pod pending".
