@@ -24,7 +24,6 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -55,6 +54,10 @@ import (
 // Component is the name events and leases are recorded under, as upstream.
 const Component = "cluster-autoscaler"
 
+// evictionRetryInterval is the wait between attempts to evict a pod, as
+// upstream's.
+const evictionRetryInterval = 10 * time.Second
+
 // Process is what lives as long as the process, leader or not: metrics and the
 // health check, served by Serve. Metrics are registered here, once: an
 // autoscaler that loses and regains leadership is built again with the same
@@ -63,6 +66,7 @@ type Process struct {
 	Metrics      *metrics.Metrics
 	quotaMetrics *capacityquota.Metrics
 	health       *health
+	profiling    bool
 }
 
 // NewProcess creates the metrics registry and the health check.
@@ -73,6 +77,7 @@ func NewProcess(opts config.Options) *Process {
 		Metrics:      m,
 		quotaMetrics: capacityquota.NewMetrics(m.Registry, m.SkippedScaleEvents),
 		health:       newHealth(opts.ScanInterval),
+		profiling:    opts.EnableProfiling,
 	}
 }
 
@@ -84,6 +89,8 @@ type Autoscaler struct {
 	provider cloudprovider.CloudProvider
 	fresh    *freshness
 	rootMin  func() corev1.ResourceList
+	// unschedulable signals a pod newly marked unschedulable (loop.go).
+	unschedulable <-chan struct{}
 }
 
 // New builds an autoscaler against the cluster config reaches. ctx bounds every
@@ -122,7 +129,8 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	}
 	fw, err := simulator.NewFramework(ctx, simulator.FrameworkOptions{
 		Config: schedulerConfig, Client: client, KubeConfig: restConfig, Informers: factory,
-		Registry: frameworkruntime.Registry{capacityscheduling.Name: capacityscheduling.New},
+		Registry:     frameworkruntime.Registry{capacityscheduling.Name: capacityscheduling.New},
+		CSINodeAware: opts.CSINodeAwareScheduling, LogOffset: opts.SchedulerLogOffset,
 	})
 	if err != nil {
 		return nil, err
@@ -131,7 +139,7 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	if err != nil {
 		return nil, fmt.Errorf("--expander: %w", err)
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster := newEventBroadcaster(ctx, opts)
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
 	go func() { <-ctx.Done(); broadcaster.Shutdown() }()
@@ -159,6 +167,10 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		rootMin = trees.RootMin
 	}
 	events := &status.EventProcessor{Recorder: recorder}
+	drainPriorities, err := opts.DrainPriorities()
+	if err != nil {
+		return nil, err
+	}
 	deps := core.Deps{
 		PodListProcessors: podListProcessors,
 		Provider:          provider,
@@ -171,20 +183,35 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		StatusProcessors:  []processors.ScaleUpStatusProcessor{events, visibility},
 		AfterLoop:         []func(context.Context) error{(&capacityquota.StatusWriter{Client: dyn, Processor: quotas}).Write},
 		ScaleDownPlanner: scaledown.NewPlanner(scaledown.Options{
-			Enabled:                   opts.ScaleDownEnabled,
-			UtilizationThreshold:      opts.ScaleDownUtilizationThreshold,
-			UnneededTime:              opts.ScaleDownUnneededTime,
-			DelayAfterAdd:             opts.ScaleDownDelayAfterAdd,
-			DelayAfterFailure:         opts.ScaleDownDelayAfterFailure,
-			MaxEmptyBulkDelete:        opts.MaxEmptyBulkDelete,
-			MaxGracefulTermination:    time.Duration(opts.MaxGracefulTerminationSec) * time.Second,
-			SkipNodesWithLocalStorage: opts.SkipNodesWithLocalStorage,
-			SkipNodesWithSystemPods:   opts.SkipNodesWithSystemPods,
-			MinCores:                  opts.MinCoresTotal,
-			MinMemory:                 opts.MinMemoryTotal,
+			Enabled:                     opts.ScaleDownEnabled,
+			UtilizationThreshold:        opts.ScaleDownUtilizationThreshold,
+			UnneededTime:                opts.ScaleDownUnneededTime,
+			DelayAfterAdd:               opts.ScaleDownDelayAfterAdd,
+			DelayAfterFailure:           opts.ScaleDownDelayAfterFailure,
+			MaxEmptyBulkDelete:          opts.MaxEmptyBulkDelete,
+			MaxGracefulTermination:      time.Duration(opts.MaxGracefulTerminationSec) * time.Second,
+			SkipNodesWithLocalStorage:   opts.SkipNodesWithLocalStorage,
+			SkipNodesWithSystemPods:     opts.SkipNodesWithSystemPods,
+			MinCores:                    opts.MinCoresTotal,
+			MinMemory:                   opts.MinMemoryTotal,
+			GPUUtilizationThreshold:     opts.ScaleDownGPUUtilizationThreshold,
+			IgnoreMirrorPodsUtilization: opts.IgnoreMirrorPodsUtilization,
+			BlockingSystemPodTimeout:    opts.BlockingSystemPodDisruptionTimeout,
+			UnremovableRecheckTimeout:   opts.UnremovableNodeRecheckTimeout,
+			SimulationTimeout:           opts.ScaleDownSimulationTimeout,
+			DeletionCandidateTTL:        opts.NodeDeletionCandidateTTL,
 		}, fw),
 		ScaleDownActuator: &scaledown.Actuator{Client: client, Provider: provider,
-			MaxGracefulTermination: time.Duration(opts.MaxGracefulTerminationSec) * time.Second},
+			MaxGracefulTermination: time.Duration(opts.MaxGracefulTerminationSec) * time.Second,
+			DrainPriority:          drainPriorities,
+			CordonNode:             opts.CordonNodeBeforeTerminating,
+			MaxPodEvictionTime:     opts.MaxPodEvictionTime,
+			EvictionRetryInterval:  evictionRetryInterval,
+			DeleteDelayAfterTaint:  opts.NodeDeleteDelayAfterTaint,
+			DynamicDeleteDelay:     opts.DynamicNodeDeleteDelayAfterTaint,
+			Evicted:                m.RegisterEvictions,
+			BatchInterval:          opts.NodeDeletionBatcherInterval,
+		},
 		ScaleDownStatusProcessors: []processors.ScaleDownStatusProcessor{events, visibility},
 		PDBs:                      factory.Policy().V1().PodDisruptionBudgets().Lister(),
 		RootMin:                   rootMin,
@@ -206,8 +233,12 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 			}
 		}
 	}
+	unschedulable, err := watchUnschedulable(pods.Informer())
+	if err != nil {
+		return nil, fmt.Errorf("watching for unschedulable pods: %w", err)
+	}
 	a := &Autoscaler{Process: process, opts: opts, core: core.New(opts, deps), provider: provider,
-		fresh: &freshness{client: client, bound: opts.StaleDataBound}, rootMin: rootMin}
+		fresh: &freshness{client: client, bound: opts.StaleDataBound}, rootMin: rootMin, unschedulable: unschedulable}
 	go quotaInformer.RunWithContext(ctx)
 	synced := []cache.InformerSynced{quotaInformer.HasSynced}
 	if treeInformer != nil {
@@ -309,29 +340,6 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 	err := a.core.RunOnce(ctx, now)
 	a.health.observe(now, err)
 	return err
-}
-
-// Run loops every --scan-interval until ctx ends. A failed loop is logged and
-// the next one runs on schedule.
-func (a *Autoscaler) Run(ctx context.Context) {
-	a.health.leading(true)
-	defer a.health.leading(false)
-	logger := klog.FromContext(ctx)
-	ticker := time.NewTicker(a.opts.ScanInterval)
-	defer ticker.Stop()
-	for {
-		if err := a.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Autoscaler loop failed")
-		}
-		select {
-		case <-ctx.Done():
-			if err := a.provider.Cleanup(); err != nil {
-				logger.Error(err, "Cleaning up the cloud provider")
-			}
-			return
-		case <-ticker.C:
-		}
-	}
 }
 
 // clusterWideLimits are --cores-total, --memory-total and --max-nodes-total as

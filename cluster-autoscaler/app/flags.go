@@ -108,6 +108,13 @@ func (c *CommandLine) Parse(args []string) (warnings []string, err error) {
 	if err := errors.Join(err, c.opts.Validate()); err != nil {
 		return warnings, err
 	}
+	// As upstream: the plugins log up to --scheduler-verbosity, which is at
+	// most -v.
+	if v := int(c.Logging.Verbosity); c.opts.SchedulerVerbosity > v {
+		warnings = append(warnings, fmt.Sprintf("--scheduler-verbosity=%d is above -v=%d; using %d", c.opts.SchedulerVerbosity, v, v))
+		c.opts.SchedulerVerbosity = v
+	}
+	c.opts.SchedulerLogOffset = int(c.Logging.Verbosity) - c.opts.SchedulerVerbosity
 	if c.FlagSet.Changed("enable-inter-pod-affinity-hostname-fast-path") {
 		err := c.FeatureGate.SetFromMap(map[string]bool{string(features.InterPodAffinityHostnameFastPath): c.opts.InterPodAffinityHostnameFastPath})
 		if err != nil {

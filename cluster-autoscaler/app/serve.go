@@ -9,15 +9,21 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apiserver/pkg/server/mux"
+	"k8s.io/apiserver/pkg/server/routes"
 	"k8s.io/klog/v2"
 )
 
-// Serve serves /metrics and /health-check on addr until ctx ends. It returns the
-// address it listens on, useful when addr has port 0.
+// Serve serves /metrics and /health-check, and /debug/pprof with
+// --profiling, on addr until ctx ends, as upstream's binary does. It returns
+// the address it listens on, useful when addr has port 0.
 func (p *Process) Serve(ctx context.Context, addr string) (string, error) {
-	mux := http.NewServeMux()
+	mux := mux.NewPathRecorderMux(Component)
 	mux.Handle("/metrics", promhttp.HandlerFor(p.Metrics.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/health-check", p.health)
+	if p.profiling {
+		routes.Profiling{}.Install(mux)
+	}
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return "", fmt.Errorf("listening on %s: %w", addr, err)

@@ -44,7 +44,7 @@ func (r *Readiness) add(n *corev1.Node, now time.Time, maxStartup time.Duration)
 	r.Registered++
 	ready, resourceUnready := nodeReadiness(n)
 	switch {
-	case hasTaint(n, scaledown.ToBeDeletedTaint):
+	case scaledown.BeingDeleted(n):
 		// Upstream's test, for a provider that cannot tell whether the
 		// instance still exists: a node being deleted.
 		r.Deleted++
@@ -102,15 +102,6 @@ func conditionTrue(n *corev1.Node, t corev1.NodeConditionType) bool {
 	for _, c := range n.Status.Conditions {
 		if c.Type == t {
 			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-func hasTaint(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
 		}
 	}
 	return false

@@ -20,9 +20,9 @@ const (
 	// it does not have, or something upstream's binary ignores as well). A value
 	// other than upstream's default gets one start-up warning naming the flag.
 	NoEffect
-	// Refused flags are accepted at upstream's default (and at the values in
-	// Flag.Accept); any other value asks for behaviour Quotascale does not have,
-	// and the process stops with Flag.Why.
+	// Refused flags are accepted at upstream's default; any other value asks
+	// for behaviour Quotascale does not have, and the process stops with
+	// Flag.Why.
 	Refused
 )
 
@@ -75,9 +75,6 @@ type Flag struct {
 	// Why explains a treatment other than Implemented (and any difference of an
 	// implemented flag): what Quotascale does instead, or what to use.
 	Why string
-	// Accept lists the values, as the flag prints them, that a Refused flag
-	// takes besides upstream's default.
-	Accept []string
 	// Issue is the issue that is to implement the flag, when one is planned.
 	Issue int
 	// By registers the flag; ByTable rows that are Implemented have a Field.
@@ -191,10 +188,10 @@ func placeholder(fs *pflag.FlagSet, f *Flag) {
 }
 
 // CheckFlags looks at every flag set on fs's command line: a Refused flag at a
-// value other than upstream's default (or one of its Accept values) is an
-// error naming the flag, the value and why; a NoEffect flag at a value other
-// than upstream's default gives a warning naming the flag. Errors and warnings
-// are in the order of the table, so one start shows them all.
+// value other than upstream's default is an error naming the flag, the value
+// and why; a NoEffect flag at a value other than upstream's default gives a
+// warning naming the flag. Errors and warnings are in the order of the table,
+// so one start shows them all.
 func CheckFlags(fs *pflag.FlagSet) (warnings []string, err error) {
 	var refused []string
 	for _, f := range Flags() {
@@ -206,7 +203,7 @@ func CheckFlags(fs *pflag.FlagSet) (warnings []string, err error) {
 			continue
 		}
 		value := flag.Value.String()
-		if value == f.Upstream || slices.Contains(f.Accept, value) {
+		if value == f.Upstream {
 			continue
 		}
 		switch f.Treatment {

@@ -31,9 +31,6 @@ func TestFlagRows(t *testing.T) {
 		if f.Treatment != Implemented && f.Why == "" {
 			t.Errorf("--%s (%s) must say why", f.Name, f.Treatment)
 		}
-		if len(f.Accept) > 0 && f.Treatment != Refused {
-			t.Errorf("--%s: Accept is only for refused flags", f.Name)
-		}
 		if f.Issue != 0 && f.Treatment == Implemented {
 			t.Errorf("--%s is implemented but still names issue #%d", f.Name, f.Issue)
 		}
@@ -93,22 +90,21 @@ func TestCheckFlags(t *testing.T) {
 	}{
 		{name: "nothing set"},
 		{name: "upstream's defaults set explicitly", args: []string{
-			"--estimator=binpacking", "--regional=false", "--scale-down-unready-time=20m", "--max-bulk-soft-taint-count=10",
+			"--estimator=binpacking", "--regional=false", "--scale-down-unready-time=20m", "--enable-provisioning-requests=false",
 			"--enable-dynamic-resource-allocation", "--node-group-auto-discovery=", "--nodes", "1:2:x",
 		}, warnings: []string{
 			`--nodes=[1:2:x] has no effect in Quotascale: clusterapi takes node groups and their sizes from the MachineDeployment and MachineSet annotations (upstream's clusterapi ignores --nodes as well), kwok from --cloud-config`,
 		}},
-		{name: "an accepted value besides the default", args: []string{"--max-bulk-soft-taint-count=0"}},
 		{name: "no effect", args: []string{"--regional", "--gce-concurrent-refreshes=3", "--cloud-provider-gce-lb-src-cidrs=10.0.0.0/8"},
 			warnings: []string{
 				"--cloud-provider-gce-lb-src-cidrs=10.0.0.0/8 has no effect in Quotascale: it tunes the gce provider, which is not built in",
 				"--gce-concurrent-refreshes=3 has no effect in Quotascale: it tunes the gce provider, which is not built in",
 				"--regional=true has no effect in Quotascale: it tunes the gce provider, which is not built in",
 			}},
-		{name: "refused, every one named", args: []string{"--estimator=other", "--max-bulk-soft-taint-count=5", "--frequent-loops-enabled=false"},
-			warnings: []string{"--frequent-loops-enabled=false has no effect in Quotascale: a loop runs every --scan-interval, as upstream's with this flag false"},
-			err: "unsupported flags: --estimator=other is not supported: binpacking is the only estimator, as upstream; " +
-				"--max-bulk-soft-taint-count=5 is not supported: unneeded nodes get no PreferNoSchedule taint, as upstream with 0"},
+		{name: "refused, every one named", args: []string{"--estimator=other", "--enable-provisioning-requests", "--regional"},
+			warnings: []string{"--regional=true has no effect in Quotascale: it tunes the gce provider, which is not built in"},
+			err: "unsupported flags: --enable-provisioning-requests=true is not supported: ProvisioningRequests are not supported; " +
+				"--estimator=other is not supported: binpacking is the only estimator, as upstream"},
 		{name: "implemented flags are Validate's business", args: []string{"--scan-interval=1s", "--cloud-provider=aws"}},
 	}
 	for _, tt := range tests {
@@ -138,7 +134,7 @@ func TestPlaceholderTypes(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{[]string{"--max-pod-eviction-time=2"}, `invalid argument "2" for "--max-pod-eviction-time" flag: time: missing unit in duration "2"`},
+		{[]string{"--provisioning-request-max-backoff-time=2"}, `invalid argument "2" for "--provisioning-request-max-backoff-time" flag: time: missing unit in duration "2"`},
 		{[]string{"--regional=maybe"}, `invalid argument "maybe" for "--regional" flag: strconv.ParseBool: parsing "maybe": invalid syntax`},
 		{[]string{"--min-replica-count=1.5"}, `invalid argument "1.5" for "--min-replica-count" flag: strconv.ParseInt: parsing "1.5": invalid syntax`},
 		{[]string{"--cloud-provider-gce-l7lb-src-cidrs=10.0.0.0"}, `invalid argument "10.0.0.0" for "--cloud-provider-gce-l7lb-src-cidrs" flag: invalid CIDR address: 10.0.0.0`},

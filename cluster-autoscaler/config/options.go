@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -101,50 +102,123 @@ type Options struct {
 	StatusConfigMapName string
 	// EmitPerNodeGroupMetrics adds upstream's per node group metrics.
 	EmitPerNodeGroupMetrics bool
+	// EnableProfiling serves /debug/pprof on Address.
+	EnableProfiling bool
+	// RecordDuplicatedEvents turns off the event correlator's spam filter.
+	RecordDuplicatedEvents bool
+	// FrequentLoopsEnabled starts a loop early when there is work for it.
+	FrequentLoopsEnabled bool
+	// ScaleUpFromZero lets the autoscaler act while no node is ready.
+	ScaleUpFromZero bool
+	// AllowedSchedulerNames, when set, are the only schedulers whose pending
+	// pods count.
+	AllowedSchedulerNames []string
+	// SchedulerVerbosity is the highest -v level at which the simulation's
+	// scheduler plugins log; SchedulerLogOffset, the process's -v less it, is
+	// added to their lines' verbosity (the command line sets it).
+	SchedulerVerbosity int
+	SchedulerLogOffset int
+	// CSINodeAwareScheduling lets the simulation read CSINode objects, for
+	// CSI volume limits.
+	CSINodeAwareScheduling bool
+	// Similar node groups, as upstream's comparator: BalancingLabels alone
+	// decide when set; otherwise capacity, allocatable and free resources
+	// within the ratios and labels but BalancingIgnoreLabels.
+	BalancingLabels               []string
+	BalancingIgnoreLabels         []string
+	MemoryDifferenceRatio         float64
+	MaxFreeDifferenceRatio        float64
+	MaxAllocatableDifferenceRatio float64
+	// EnforceNodeGroupMinSize scales groups below their min size up to it.
+	EnforceNodeGroupMinSize bool
+	// ScaleFromUnschedulable ignores the templates' spec.unschedulable.
+	ScaleFromUnschedulable bool
+	// MaxBinpackingTime bounds one scale-up's estimates over all node groups,
+	// MaxNodeGroupBinpackingDuration one node group's; 0 is no bound.
+	MaxBinpackingTime              time.Duration
+	MaxNodeGroupBinpackingDuration time.Duration
+	// ParallelScaleUp resizes the node groups of one scale-up at the same
+	// time; without it, resizing stops at the first failure.
+	ParallelScaleUp bool
+	// Scale-down, as upstream's flags of the same names.
+	ScaleDownGPUUtilizationThreshold   float64
+	IgnoreMirrorPodsUtilization        bool
+	BlockingSystemPodDisruptionTimeout time.Duration
+	UnremovableNodeRecheckTimeout      time.Duration
+	ScaleDownSimulationTimeout         time.Duration
+	NodeDeletionCandidateTTL           time.Duration
+	MaxBulkSoftTaintCount              int
+	MaxBulkSoftTaintTime               time.Duration
+	CordonNodeBeforeTerminating        bool
+	MaxPodEvictionTime                 time.Duration
+	NodeDeleteDelayAfterTaint          time.Duration
+	DynamicNodeDeleteDelayAfterTaint   bool
+	// DrainPriorityConfig is --drain-priority-config as written:
+	// priority:seconds pairs (DrainPriorities parses it).
+	DrainPriorityConfig         string
+	NodeRemovalLatencyTracking  bool
+	NodeDeletionBatcherInterval time.Duration
+	MaxNodeSkipEvalTimeTracker  bool
 }
 
 // Defaults are upstream's defaults, except where the flag table (Flags) says
 // Ours: the cloud provider and quota enforcement.
 func Defaults() Options {
 	return Options{
-		CloudProviderName:               "kwok",
-		KubeAPIContentType:              "application/vnd.kubernetes.protobuf",
-		KubeClientQPS:                   5,
-		KubeClientBurst:                 10,
-		Namespace:                       "kube-system",
-		ScanInterval:                    10 * time.Second,
-		Expander:                        "least-waste",
-		MaxCoresTotal:                   320000,
-		MaxMemoryTotal:                  6400000 << 30,
-		MaxNodeProvisionTime:            15 * time.Minute,
-		WriteStatusConfigMap:            true,
-		LeaderElect:                     true,
-		LeaderElectLease:                15 * time.Second,
-		LeaderElectRenew:                10 * time.Second,
-		LeaderElectRetry:                2 * time.Second,
-		LeaderElectResourceName:         "cluster-autoscaler",
-		CapacityQuotasEnabled:           true,
-		MaxNodesPerScaleUp:              1000,
-		InitialNodeGroupBackoffDuration: 5 * time.Minute,
-		MaxNodeGroupBackoffDuration:     30 * time.Minute,
-		NodeGroupBackoffResetTimeout:    3 * time.Hour,
-		Address:                         ":8085",
-		StaleDataBound:                  time.Minute,
-		KwokState:                       "kube-system/quotascale-kwok-cloud",
-		ElasticQuotaEnabled:             true,
-		ScaleDownEnabled:                true,
-		ScaleDownUtilizationThreshold:   0.5,
-		ScaleDownUnneededTime:           10 * time.Minute,
-		ScaleDownDelayAfterAdd:          10 * time.Minute,
-		ScaleDownDelayAfterFailure:      3 * time.Minute,
-		MaxEmptyBulkDelete:              10,
-		MaxGracefulTerminationSec:       600,
-		SkipNodesWithLocalStorage:       true,
-		SkipNodesWithSystemPods:         true,
-		MaxTotalUnreadyPercentage:       45,
-		OkTotalUnreadyCount:             3,
-		MaxNodeStartupTime:              15 * time.Minute,
-		StatusConfigMapName:             "cluster-autoscaler-status",
+		CloudProviderName:                  "kwok",
+		KubeAPIContentType:                 "application/vnd.kubernetes.protobuf",
+		KubeClientQPS:                      5,
+		KubeClientBurst:                    10,
+		Namespace:                          "kube-system",
+		ScanInterval:                       10 * time.Second,
+		Expander:                           "least-waste",
+		MaxCoresTotal:                      320000,
+		MaxMemoryTotal:                     6400000 << 30,
+		MaxNodeProvisionTime:               15 * time.Minute,
+		WriteStatusConfigMap:               true,
+		LeaderElect:                        true,
+		LeaderElectLease:                   15 * time.Second,
+		LeaderElectRenew:                   10 * time.Second,
+		LeaderElectRetry:                   2 * time.Second,
+		LeaderElectResourceName:            "cluster-autoscaler",
+		CapacityQuotasEnabled:              true,
+		MaxNodesPerScaleUp:                 1000,
+		InitialNodeGroupBackoffDuration:    5 * time.Minute,
+		MaxNodeGroupBackoffDuration:        30 * time.Minute,
+		NodeGroupBackoffResetTimeout:       3 * time.Hour,
+		Address:                            ":8085",
+		StaleDataBound:                     time.Minute,
+		KwokState:                          "kube-system/quotascale-kwok-cloud",
+		ElasticQuotaEnabled:                true,
+		ScaleDownEnabled:                   true,
+		ScaleDownUtilizationThreshold:      0.5,
+		ScaleDownUnneededTime:              10 * time.Minute,
+		ScaleDownDelayAfterAdd:             10 * time.Minute,
+		ScaleDownDelayAfterFailure:         3 * time.Minute,
+		MaxEmptyBulkDelete:                 10,
+		MaxGracefulTerminationSec:          600,
+		SkipNodesWithLocalStorage:          true,
+		SkipNodesWithSystemPods:            true,
+		MaxTotalUnreadyPercentage:          45,
+		OkTotalUnreadyCount:                3,
+		MaxNodeStartupTime:                 15 * time.Minute,
+		StatusConfigMapName:                "cluster-autoscaler-status",
+		FrequentLoopsEnabled:               true,
+		MemoryDifferenceRatio:              0.015,
+		MaxBinpackingTime:                  5 * time.Minute,
+		ScaleDownGPUUtilizationThreshold:   0.5,
+		BlockingSystemPodDisruptionTimeout: time.Hour,
+		UnremovableNodeRecheckTimeout:      5 * time.Minute,
+		ScaleDownSimulationTimeout:         30 * time.Second,
+		MaxBulkSoftTaintCount:              10,
+		MaxBulkSoftTaintTime:               3 * time.Second,
+		CordonNodeBeforeTerminating:        true,
+		MaxPodEvictionTime:                 2 * time.Minute,
+		NodeDeleteDelayAfterTaint:          5 * time.Second,
+		MaxNodeGroupBinpackingDuration:     10 * time.Second,
+		MaxFreeDifferenceRatio:             0.05,
+		MaxAllocatableDifferenceRatio:      0.05,
+		ScaleUpFromZero:                    true,
 	}
 }
 
@@ -184,6 +258,36 @@ func (o *Options) Validate() error {
 			problems = append(problems, fmt.Sprintf("--status-config-map-name %q is not a valid ConfigMap name: %s", o.StatusConfigMapName, msg))
 		}
 	}
+	if len(o.BalancingLabels) > 0 && len(o.BalancingIgnoreLabels) > 0 {
+		problems = append(problems, "--balancing-label cannot be combined with --balancing-ignore-label: the labels of --balancing-label alone decide similarity")
+	}
+	for _, r := range []struct {
+		flag  string
+		value float64
+	}{{"--memory-difference-ratio", o.MemoryDifferenceRatio}, {"--max-free-difference-ratio", o.MaxFreeDifferenceRatio},
+		{"--max-allocatable-difference-ratio", o.MaxAllocatableDifferenceRatio}} {
+		if !(r.value >= 0) { // NaN too
+			problems = append(problems, fmt.Sprintf("%s must not be negative, got %g", r.flag, r.value))
+		}
+	}
+	if !(o.ScaleDownGPUUtilizationThreshold >= 0 && o.ScaleDownGPUUtilizationThreshold <= 1) {
+		problems = append(problems, fmt.Sprintf("--scale-down-gpu-utilization-threshold must be between 0 and 1, got %g", o.ScaleDownGPUUtilizationThreshold))
+	}
+	if o.MaxBulkSoftTaintCount < 0 {
+		problems = append(problems, fmt.Sprintf("--max-bulk-soft-taint-count must not be negative, got %d", o.MaxBulkSoftTaintCount))
+	}
+	if o.DrainPriorityConfig != "" {
+		if _, err := o.DrainPriorities(); err != nil {
+			problems = append(problems, err.Error())
+		}
+		// As upstream: the pairs give the grace periods.
+		if o.MaxGracefulTerminationSec != Defaults().MaxGracefulTerminationSec {
+			problems = append(problems, "--drain-priority-config cannot be used together with --max-graceful-termination-sec")
+		}
+	}
+	if o.SchedulerVerbosity < 0 {
+		problems = append(problems, fmt.Sprintf("--scheduler-verbosity must not be negative, got %d", o.SchedulerVerbosity))
+	}
 	if o.StaleDataBound <= 0 {
 		problems = append(problems, fmt.Sprintf("--max-stale-data must be positive, got %s", o.StaleDataBound))
 	}
@@ -215,4 +319,29 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("invalid options: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// DrainPriority is one pair of --drain-priority-config.
+type DrainPriority struct {
+	Priority    int32
+	GracePeriod time.Duration
+}
+
+// DrainPriorities parses --drain-priority-config: comma-separated
+// priority:terminationGracePeriodSeconds pairs of integers, as upstream.
+func (o *Options) DrainPriorities() ([]DrainPriority, error) {
+	if o.DrainPriorityConfig == "" {
+		return nil, nil
+	}
+	var out []DrainPriority
+	for _, pair := range strings.Split(o.DrainPriorityConfig, ",") {
+		p, g, ok := strings.Cut(pair, ":")
+		priority, err1 := strconv.ParseInt(strings.TrimSpace(p), 10, 32)
+		seconds, err2 := strconv.ParseInt(strings.TrimSpace(g), 10, 64)
+		if !ok || err1 != nil || err2 != nil || seconds < 0 || seconds > math.MaxInt64/int64(time.Second) {
+			return nil, fmt.Errorf("--drain-priority-config %q: %q is not priority:terminationGracePeriodSeconds with integers", o.DrainPriorityConfig, pair)
+		}
+		out = append(out, DrainPriority{Priority: int32(priority), GracePeriod: time.Duration(seconds) * time.Second})
+	}
+	return out, nil
 }

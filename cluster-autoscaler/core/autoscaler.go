@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -64,9 +65,28 @@ type Autoscaler struct {
 	// lastScaleDownFailure starts --scale-down-delay-after-failure.
 	lastScaleDownFailure time.Time
 	healthOptions        clusterstate.HealthOptions
+	similarity           similarity
 	// lastStatus is the status document last written.
 	lastStatus clusterstate.Status
+	// productive says the last loop scaled up or removed a node.
+	productive bool
+	// initializing, when set, is why the loop waits for the cluster: the
+	// status then says Initializing with it, as upstream's.
+	initializing string
+	started      time.Time
+	// Scale-down's trackers (scaledowntrack.go).
+	latency           removalLatency
+	skippedSince      map[string]time.Time
+	softTaintsCleaned bool
 }
+
+// nodesNotReadyAfterStart is how long after the start a cluster without a
+// ready node is reported, as upstream's NodesNotReadyAfterStartTimeout.
+const nodesNotReadyAfterStart = 10 * time.Minute
+
+// Productive reports whether the last loop scaled a node group up or removed
+// a node, after which upstream starts the next loop at once.
+func (a *Autoscaler) Productive() bool { return a.productive }
 
 // New builds an autoscaler.
 func New(opts config.Options, deps Deps) *Autoscaler {
@@ -81,8 +101,10 @@ func New(opts config.Options, deps Deps) *Autoscaler {
 				Reset:   opts.NodeGroupBackoffResetTimeout,
 			},
 		}),
-		limiters: deps.Limiters,
-		expander: deps.Expander,
+		limiters:   deps.Limiters,
+		expander:   deps.Expander,
+		started:    time.Now(),
+		similarity: newSimilarity(opts),
 		healthOptions: clusterstate.HealthOptions{
 			MaxTotalUnreadyPercentage: opts.MaxTotalUnreadyPercentage,
 			OkTotalUnreadyCount:       opts.OkTotalUnreadyCount,
@@ -109,6 +131,8 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 
 func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 	logger := klog.FromContext(ctx)
+	a.productive = false
+	a.initializing = ""
 	stateStart := time.Now()
 	nodes, err := a.Nodes.List(labels.Everything())
 	if err != nil {
@@ -144,6 +168,26 @@ func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 	}()
 
 	a.removeFailedInstances(ctx, state)
+	if !a.opts.ScaleUpFromZero && health.Cluster.Ready == 0 {
+		// As upstream's empty-cluster check with --scale-up-from-zero=false:
+		// nothing is done until a node is ready.
+		why := "Cluster has no ready nodes."
+		if len(nodes) == 0 {
+			why = "Cluster has no nodes."
+		}
+		logger.Info("Scaling nothing: " + why)
+		a.Metrics.UpdateClusterState(false, metrics.NodeCounts{})
+		if a.ScaleDownPlanner != nil {
+			a.ScaleDownPlanner.Forget()
+		}
+		a.initializing = why
+		// Nodes may not be ready yet when the autoscaler starts: say so
+		// only after upstream's ten minutes, or at once without nodes.
+		if len(nodes) == 0 || now.Sub(a.started) > nodesNotReadyAfterStart {
+			a.clusterEvent(corev1.EventTypeWarning, "ClusterUnhealthy", why)
+		}
+		return nil
+	}
 	if !health.ClusterHealthy {
 		// As upstream: scale nothing, forget the unneeded nodes so that their
 		// unneeded time starts over, and say why on the status ConfigMap.
@@ -169,6 +213,12 @@ func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 		if err != nil {
 			logger.Error(err, "No template for node group", "nodeGroup", gs.Group.Id())
 			continue
+		}
+		if a.opts.ScaleFromUnschedulable && t.Node.Spec.Unschedulable {
+			// Upstream's --scale-from-unschedulable: a template's
+			// spec.unschedulable does not keep pods off new nodes.
+			t = &cloudprovider.NodeInfo{Node: t.Node.DeepCopy(), Pods: t.Pods}
+			t.Node.Spec.Unschedulable = false
 		}
 		lc.Templates[gs.Group.Id()] = t
 		templates[gs.Group.Id()] = t.Node
@@ -210,18 +260,22 @@ func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 	for _, p := range a.StatusProcessors {
 		p.Process(ctx, lc, status)
 	}
-	switch status.Result {
-	case processors.ScaleUpSuccessful:
-		for _, inc := range status.Increases {
-			a.Metrics.RegisterScaleUp(inc.New-inc.Current, metrics.GPUOf(lc.Templates[inc.Group.Id()].Node, nil))
-		}
-	case processors.ScaleUpError:
+	if status.Result == processors.ScaleUpError {
 		logger.Error(status.Error, "Scale-up failed")
 	}
-
 	unneeded, err = a.scaleDown(ctx, lc, state, bound, status.Result == processors.ScaleUpSuccessful)
 	if err != nil {
 		logger.Error(err, "Scale-down")
+	}
+	if a.opts.EnforceNodeGroupMinSize {
+		if minStatus := a.scaleUpToMinSize(ctx, lc, state, health); minStatus != nil {
+			for _, p := range a.StatusProcessors {
+				p.Process(ctx, lc, minStatus)
+			}
+			if minStatus.Result == processors.ScaleUpError {
+				logger.Error(minStatus.Error, "Scale-up to min size failed")
+			}
+		}
 	}
 	for _, after := range a.AfterLoop {
 		if err := after(ctx); err != nil {
@@ -245,6 +299,9 @@ func (a *Autoscaler) writeStatus(ctx context.Context, health *clusterstate.Healt
 		return
 	}
 	a.lastStatus = a.registry.Status(health, unneeded, a.lastStatus)
+	if a.initializing != "" {
+		a.lastStatus = clusterstate.Status{AutoscalerStatus: clusterstate.Initializing, Message: a.initializing}
+	}
 	if err := a.WriteStatus(ctx, a.lastStatus, now); err != nil {
 		klog.FromContext(ctx).Error(err, "Writing the status ConfigMap")
 	}
@@ -290,6 +347,9 @@ func (a *Autoscaler) unschedulable(p *corev1.Pod, now time.Time) bool {
 		return false
 	}
 	if now.Sub(p.CreationTimestamp.Time) < a.opts.NewPodScaleUpDelay {
+		return false
+	}
+	if len(a.opts.AllowedSchedulerNames) > 0 && !slices.Contains(a.opts.AllowedSchedulerNames, p.Spec.SchedulerName) {
 		return false
 	}
 	for _, c := range p.Status.Conditions {

@@ -42,6 +42,10 @@ type fakeGroup struct {
 	target    int
 	instances []cloudprovider.Instance
 	template  *corev1.Node
+	// fail, when set, is IncreaseSize's error.
+	fail error
+	// increased counts IncreaseSize calls.
+	increased int
 }
 
 func (g *fakeGroup) Id() string   { return g.id }
@@ -55,6 +59,10 @@ func (g *fakeGroup) TargetSize() (int, error) {
 func (g *fakeGroup) IncreaseSize(delta int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.increased++
+	if g.fail != nil {
+		return g.fail
+	}
 	if g.target+delta > g.max {
 		return fmt.Errorf("group %s: %d+%d exceeds max %d", g.id, g.target, delta, g.max)
 	}

@@ -46,22 +46,13 @@ func (a *Autoscaler) recordFailures(templates map[string]*corev1.Node) {
 // cluster_cpu_current_cores and cluster_memory_current_bytes.
 func clusterResources(nodes []*corev1.Node) (cores, memory int64) {
 	for _, n := range nodes {
-		if beingDeleted(n) {
+		if scaledown.BeingDeleted(n) {
 			continue
 		}
 		cores += n.Status.Capacity.Cpu().Value() // rounded up, as Value does
 		memory += n.Status.Capacity.Memory().Value()
 	}
 	return cores, memory
-}
-
-func beingDeleted(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == scaledown.ToBeDeletedTaint {
-			return true
-		}
-	}
-	return false
 }
 
 // unremovableReasons are the reasons of upstream's unremovable_nodes_count
@@ -73,23 +64,29 @@ var unremovableReasons = map[string]string{
 	"MinimalResourceLimitExceeded": "MinimalResourceLimitExceeded",
 	"ScaleDownDisabledAnnotation":  "ScaleDownDisabledAnnotation",
 	"NotUnderutilized":             "NotUnderutilized",
+	"RecentlyUnremovable":          "RecentlyUnremovable",
 }
 
-// unremovableByReason counts kept nodes by upstream's reason. The
-// ElasticQuotaTree's root min is Quotascale's own reason and keeps its name.
+// unremovableByReason counts kept nodes by upstream's reason.
 func unremovableByReason(kept []processors.KeptNode) map[string]int {
 	out := map[string]int{}
 	for _, k := range kept {
-		reason := strings.TrimPrefix(k.Reason.MessageID, processors.MessageNoScaleDownNode+".")
-		switch mapped, ok := unremovableReasons[reason]; {
-		case ok:
-			reason = mapped
-		case reason != "ElasticQuotaTreeRootMin":
-			reason = "BlockedByPod"
-		}
-		out[reason]++
+		out[unremovableReason(k.Reason)]++
 	}
 	return out
+}
+
+// unremovableReason is upstream's name for why a node is kept. The
+// ElasticQuotaTree's root min is Quotascale's own reason and keeps its name.
+func unremovableReason(r processors.Reason) string {
+	reason := strings.TrimPrefix(r.MessageID, processors.MessageNoScaleDownNode+".")
+	if mapped, ok := unremovableReasons[reason]; ok {
+		return mapped
+	}
+	if reason == "ElasticQuotaTreeRootMin" {
+		return reason
+	}
+	return "BlockedByPod"
 }
 
 // minimumLimitReasons are the skipped_scale_events_count reasons of a node

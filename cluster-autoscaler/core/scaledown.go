@@ -75,8 +75,9 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 	if in.MayRemove {
 		a.Metrics.SetLastActivity(metrics.ScaleDown, removeStart)
 	}
-	for _, r := range plan.Removals {
-		if err := a.ScaleDownActuator.Remove(ctx, r); err != nil {
+	removeErrs := a.ScaleDownActuator.RemoveAll(ctx, plan.Removals)
+	for i, r := range plan.Removals {
+		if err := removeErrs[i]; err != nil {
 			logger.Error(err, "Scale-down failed")
 			a.lastScaleDownFailure = lc.Now
 			status.Failed = append(status.Failed, processors.FailedRemoval{NodeRemoval: r, Err: err})
@@ -84,6 +85,7 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 			continue
 		}
 		status.Removed = append(status.Removed, r)
+		a.productive = true
 		reason := metrics.ScaleDownUnderutilized
 		if len(r.Evicted) == 0 {
 			reason = metrics.ScaleDownEmpty
@@ -92,6 +94,13 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 	}
 	if in.MayRemove {
 		a.Metrics.ObserveDuration(metrics.ScaleDown, removeStart)
+	}
+	a.updateSoftTaints(ctx, lc.Nodes, plan.UnneededNodes, lc.Now)
+	if a.opts.NodeRemovalLatencyTracking {
+		a.observeRemovalLatency(plan, status.Removed, lc.Now)
+	}
+	if a.opts.MaxNodeSkipEvalTimeTracker {
+		a.observeSkippedEval(plan.Skipped, lc.Now)
 	}
 	for _, p := range a.ScaleDownStatusProcessors {
 		p.ProcessScaleDown(ctx, lc, status)

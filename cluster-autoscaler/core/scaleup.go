@@ -2,8 +2,12 @@ package core
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -12,6 +16,7 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
 	"github.com/quotascale/quotascale/cluster-autoscaler/estimator"
 	"github.com/quotascale/quotascale/cluster-autoscaler/expander"
+	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
 	"github.com/quotascale/quotascale/processors"
 )
@@ -52,7 +57,18 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 	}
 
 	var options []expander.Option
+	// takes are the pod groups each node group's template takes: groups are
+	// balanced only with groups that take the same ones, as upstream's.
+	takes := map[string][]int{}
+	binpackingStart, estimated := time.Now(), 0
 	for _, gs := range state.Groups {
+		if estimated > 0 && a.opts.MaxBinpackingTime > 0 && time.Since(binpackingStart) > a.opts.MaxBinpackingTime {
+			// As upstream's --max-binpacking-time, checked after each
+			// estimate: the groups estimated so far are the options.
+			logger.Info("Binpacking took longer than --max-binpacking-time; choosing among the node groups estimated so far",
+				"maxBinpackingTime", a.opts.MaxBinpackingTime, "estimated", estimated)
+			break
+		}
 		id := gs.Group.Id()
 		template := lc.Templates[id]
 		if template == nil {
@@ -77,6 +93,7 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 		if len(passing) == 0 {
 			continue
 		}
+		takes[id] = passing
 		skip := func(reasons ...processors.Reason) {
 			for _, i := range passing {
 				info[i].Skipped[id] = reasons
@@ -116,7 +133,8 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 		for _, i := range passing {
 			pods = append(pods, prepared[i]...)
 		}
-		est := estimator.Binpack(ctx, pods, templateInfo, limit)
+		est := estimator.Binpack(ctx, pods, templateInfo, limit, a.opts.MaxNodeGroupBinpackingDuration)
+		estimated++
 		if len(capped) > 0 && len(est.Unscheduled) > 0 {
 			// The pods the limit left out are skipped because of it.
 			left := map[*corev1.Pod]bool{}
@@ -154,40 +172,46 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 	if a.opts.BalanceSimilarNodeGroups {
 		// The demand is the largest estimate among the similar groups: the best
 		// group's own estimate may be cut short by a limit the others do not share.
-		bestTemplate := lc.Templates[best.NodeGroup.Id()].Node
+		chosen := best.NodeGroup.Id()
 		for i := range options {
-			if options[i].NodeCount > best.NodeCount && similar(bestTemplate, options[i].Template) {
+			id := options[i].NodeGroup.Id()
+			if options[i].NodeCount > best.NodeCount && slices.Equal(takes[chosen], takes[id]) &&
+				a.similarity.similar(lc.Templates[chosen], lc.Templates[id]) {
 				best = &options[i]
 			}
 		}
-		increases = a.balance(ctx, lc, state, health, best.NodeGroup, best.NodeCount)
+		increases = a.balance(ctx, lc, state, health, best.NodeGroup, best.NodeCount, takes)
 	}
 	ids := make([]string, 0, len(increases))
-	for id := range increases {
-		ids = append(ids, id)
+	for id, delta := range increases {
+		if delta > 0 {
+			ids = append(ids, id)
+		}
 	}
 	sort.Strings(ids)
-	for _, id := range ids {
-		delta := increases[id]
-		if delta == 0 {
+	errs := a.increaseSizes(ctx, state, ids, increases)
+	var failed []error
+	for i, id := range ids {
+		gs, delta := state.Group(id), increases[id]
+		switch {
+		case errs[i] == errNotTried:
+			continue
+		case errs[i] != nil:
+			a.registry.RegisterFailedScaleUp(id, delta, errs[i], lc.Now)
+			failed = append(failed, fmt.Errorf("increasing node group %s by %d: %w", id, delta, errs[i]))
 			continue
 		}
-		gs := state.Group(id)
-		logger.Info("Scale-up", "nodeGroup", id, "from", gs.Target, "to", gs.Target+delta,
-			"max", gs.Max, "pods", len(best.Pods), "options", len(options))
-		if err := gs.Group.IncreaseSize(delta); err != nil {
-			a.registry.RegisterFailedScaleUp(id, delta, err, lc.Now)
-			status.Result = processors.ScaleUpError
-			status.Error = fmt.Errorf("increasing node group %s by %d: %w", id, delta, err)
-			continue
-		}
-		a.registry.RegisterScaleUp(id, gs.Target+delta, delta, lc.Now)
+		a.registerScaleUp(lc, gs, delta)
 		if !a.opts.BalanceSimilarNodeGroups {
 			for _, l := range a.limiters {
 				l.Planned(ctx, lc, gs.Group, lc.Templates[id].Node, delta)
 			}
 		}
 		status.Increases = append(status.Increases, processors.GroupIncrease{Group: gs.Group, Current: gs.Target, New: gs.Target + delta, Max: gs.Max})
+	}
+	if len(failed) > 0 {
+		status.Result = processors.ScaleUpError
+		status.Error = errors.Join(failed...)
 	}
 	if len(status.Increases) == 0 {
 		if status.Result != processors.ScaleUpError {
@@ -231,4 +255,52 @@ func predicateReasons(st *fwk.Status) []processors.Reason {
 		out = append(out, processors.NewReason(processors.MessageNodeGroupRejected, t))
 	}
 	return out
+}
+
+// registerScaleUp records a successful increase of a group by delta: for
+// backoff and health, for the metrics, and to start the next loop at once.
+func (a *Autoscaler) registerScaleUp(lc *processors.LoopContext, gs *clusterstate.GroupState, delta int) {
+	id := gs.Group.Id()
+	a.registry.RegisterScaleUp(id, gs.Target+delta, delta, lc.Now)
+	a.Metrics.RegisterScaleUp(delta, metrics.GPUOf(lc.Templates[id].Node, nil))
+	a.productive = true
+}
+
+// errNotTried marks the groups a scale-up did not resize because an earlier
+// one failed.
+var errNotTried = errors.New("not tried after an earlier failure")
+
+// increaseSizes resizes the groups of one scale-up, as upstream's executor:
+// with --parallel-scale-up all at once; otherwise one after another, stopping
+// at the first failure (the rest are errNotTried).
+func (a *Autoscaler) increaseSizes(ctx context.Context, state *clusterstate.State, ids []string, increases map[string]int) []error {
+	logger := klog.FromContext(ctx)
+	errs := make([]error, len(ids))
+	increase := func(i int) {
+		gs, delta := state.Group(ids[i]), increases[ids[i]]
+		logger.Info("Scale-up", "nodeGroup", ids[i], "from", gs.Target, "to", gs.Target+delta, "max", gs.Max)
+		errs[i] = gs.Group.IncreaseSize(delta)
+	}
+	if !a.opts.ParallelScaleUp {
+		for i := range ids {
+			increase(i)
+			if errs[i] != nil {
+				for j := i + 1; j < len(ids); j++ {
+					errs[j] = errNotTried
+				}
+				break
+			}
+		}
+		return errs
+	}
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			increase(i)
+		}()
+	}
+	wg.Wait()
+	return errs
 }

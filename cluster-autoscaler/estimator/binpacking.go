@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -54,8 +55,11 @@ type Result struct {
 // Binpack packs pods onto at most limit copies of template, largest pods first.
 // A pod of a group that failed on a node is not retried on that node or earlier
 // ones: nodes only fill up, so the answer would not change. That keeps the
-// estimate linear in pods plus nodes rather than their product.
-func Binpack(ctx context.Context, pods []Pod, template fwk.NodeInfo, limit int) Result {
+// estimate linear in pods plus nodes rather than their product. After
+// maxDuration (0 is no bound) no new node is added, as upstream's
+// --max-nodegroup-binpacking-duration: the pods left then go unscheduled.
+func Binpack(ctx context.Context, pods []Pod, template fwk.NodeInfo, limit int, maxDuration time.Duration) Result {
+	start := time.Now()
 	ordered := append([]Pod(nil), pods...)
 	allocatable := template.Node().Status.Allocatable
 	allocCPU, allocMemory := allocatable.Cpu().MilliValue(), allocatable.Memory().Value()
@@ -83,7 +87,7 @@ func Binpack(ctx context.Context, pods []Pod, template fwk.NodeInfo, limit int) 
 			}
 			firstTry[p.Group] = i + 1
 		}
-		if !placed && len(nodes) < limit {
+		if !placed && len(nodes) < limit && (maxDuration <= 0 || time.Since(start) < maxDuration) {
 			fresh := template.Snapshot()
 			if status := p.Check.Fits(ctx, fresh); status.IsSuccess() {
 				fresh.AddPodInfo(p.Info)

@@ -101,7 +101,7 @@ func TestBinpack(t *testing.T) {
 					pods = append(pods, ep)
 				}
 			}
-			res := Binpack(ctx, pods, info, tc.limit)
+			res := Binpack(ctx, pods, info, tc.limit, 0)
 			got := []int{res.NodeCount, len(res.Scheduled), len(res.Unscheduled)}
 			want := []int{tc.wantNodes, len(pods) - tc.wantUnscheduled, tc.wantUnscheduled}
 			if diff := cmp.Diff(want, got); diff != "" {

@@ -46,15 +46,17 @@ type Metrics struct {
 	errorsCount             *prometheus.CounterVec
 
 	// Scale-up and scale-down.
-	scaledUpNodes          *prometheus.CounterVec
-	failedScaleUps         *prometheus.CounterVec
-	failedNodeCreations    *prometheus.CounterVec
-	scaledDownNodes        *prometheus.CounterVec
-	evictedPods            *prometheus.CounterVec
-	unneededNodesCount     prometheus.Gauge
-	unremovableNodesCount  *prometheus.GaugeVec
-	scaleDownInCooldown    prometheus.Gauge
-	oldUnregisteredRemoved prometheus.Counter
+	scaledUpNodes           *prometheus.CounterVec
+	failedScaleUps          *prometheus.CounterVec
+	failedNodeCreations     *prometheus.CounterVec
+	scaledDownNodes         *prometheus.CounterVec
+	evictedPods             *prometheus.CounterVec
+	unneededNodesCount      prometheus.Gauge
+	unremovableNodesCount   *prometheus.GaugeVec
+	scaleDownInCooldown     prometheus.Gauge
+	oldUnregisteredRemoved  prometheus.Counter
+	maxNodeSkipEvalDuration prometheus.Gauge
+	nodeRemovalLatency      *prometheus.HistogramVec
 	// SkippedScaleEvents is skipped_scale_events_count; the CapacityQuota
 	// processor counts its scale-up refusals on it, with a reason per resource.
 	SkippedScaleEvents *prometheus.CounterVec
@@ -122,16 +124,22 @@ func New(opts Options) *Metrics {
 		}, []string{"function"}),
 		errorsCount: counterVec("errors_total", "The number of CA loops failed due to an error.", "type"),
 
-		scaledUpNodes:          counterVec("scaled_up_nodes_total", "Number of nodes added by CA.", gpuLabels...),
-		failedScaleUps:         counterVec("failed_scale_ups_total", "Number of times scale-up operation has failed.", append([]string{"reason"}, gpuLabels...)...),
-		failedNodeCreations:    counterVec("failed_node_creations_total", "Number of nodes which failed to be added by CA.", "reason"),
-		scaledDownNodes:        counterVec("scaled_down_nodes_total", "Number of nodes removed by CA.", append([]string{"reason"}, gpuLabels...)...),
-		evictedPods:            counterVec("evicted_pods_total", "Number of pods evicted by CA", "eviction_result"),
-		unneededNodesCount:     gauge("unneeded_nodes_count", "Number of nodes currently considered unneeded by CA."),
-		unremovableNodesCount:  gaugeVec("unremovable_nodes_count", "Number of nodes currently considered unremovable by CA.", "reason"),
-		scaleDownInCooldown:    gauge("scale_down_in_cooldown", "Whether or not the scale down is in cooldown. 1 if its, 0 otherwise."),
-		oldUnregisteredRemoved: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "old_unregistered_nodes_removed_count", Help: "Number of unregistered nodes removed by CA."}),
-		SkippedScaleEvents:     counterVec("skipped_scale_events_count", "Count of scaling events that the CA has chosen to skip.", "direction", "reason"),
+		scaledUpNodes:           counterVec("scaled_up_nodes_total", "Number of nodes added by CA.", gpuLabels...),
+		failedScaleUps:          counterVec("failed_scale_ups_total", "Number of times scale-up operation has failed.", append([]string{"reason"}, gpuLabels...)...),
+		failedNodeCreations:     counterVec("failed_node_creations_total", "Number of nodes which failed to be added by CA.", "reason"),
+		scaledDownNodes:         counterVec("scaled_down_nodes_total", "Number of nodes removed by CA.", append([]string{"reason"}, gpuLabels...)...),
+		evictedPods:             counterVec("evicted_pods_total", "Number of pods evicted by CA", "eviction_result"),
+		unneededNodesCount:      gauge("unneeded_nodes_count", "Number of nodes currently considered unneeded by CA."),
+		unremovableNodesCount:   gaugeVec("unremovable_nodes_count", "Number of nodes currently considered unremovable by CA.", "reason"),
+		scaleDownInCooldown:     gauge("scale_down_in_cooldown", "Whether or not the scale down is in cooldown. 1 if its, 0 otherwise."),
+		oldUnregisteredRemoved:  prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "old_unregistered_nodes_removed_count", Help: "Number of unregistered nodes removed by CA."}),
+		maxNodeSkipEvalDuration: gauge("max_node_skip_eval_duration_seconds", "Maximum evaluation time of a node being skipped during ScaleDown."),
+		nodeRemovalLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "node_removal_latency_seconds",
+			Help:    "Latency from when an unneeded node is eligible for scale down until it is removed (deleted=true) or it became needed again (deleted=false).",
+			Buckets: prometheus.ExponentialBuckets(1, 1.5, 19),
+		}, []string{"deleted", "delay_reason"}),
+		SkippedScaleEvents: counterVec("skipped_scale_events_count", "Count of scaling events that the CA has chosen to skip.", "direction", "reason"),
 
 		staleDataSkippedLoops: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "quotascale", Subsystem: "autoscaler", Name: "stale_data_skipped_loops_total",
@@ -150,6 +158,7 @@ func New(opts Options) *Metrics {
 		m.lastActivity, m.functionDuration, m.functionDurationSummary, m.errorsCount,
 		m.scaledUpNodes, m.failedScaleUps, m.failedNodeCreations, m.scaledDownNodes, m.evictedPods,
 		m.unneededNodesCount, m.unremovableNodesCount, m.scaleDownInCooldown, m.oldUnregisteredRemoved,
+		m.maxNodeSkipEvalDuration, m.nodeRemovalLatency,
 		m.SkippedScaleEvents, m.staleDataSkippedLoops, m.failedScaleDowns,
 	)
 	if m.perNodeGroup {

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -210,6 +211,19 @@ func (m *Metrics) RegisterOldUnregisteredRemoved(n int) { m.oldUnregisteredRemov
 // MemoryResourceLimit.
 func (m *Metrics) RegisterSkippedScaleDown(reason string) {
 	m.SkippedScaleEvents.WithLabelValues(DirectionDown, reason).Inc()
+}
+
+// SetMaxNodeSkipEvalDuration records the longest a node has been left
+// unchecked by scale-down in a row.
+func (m *Metrics) SetMaxNodeSkipEvalDuration(d time.Duration) {
+	m.maxNodeSkipEvalDuration.Set(d.Seconds())
+}
+
+// ObserveNodeRemovalLatency records how long past its unneeded time a node
+// took to be removed (deleted) or to be needed again, and what held it last
+// ("none" when nothing did).
+func (m *Metrics) ObserveNodeRemovalLatency(deleted bool, delayReason string, latency time.Duration) {
+	m.nodeRemovalLatency.WithLabelValues(strconv.FormatBool(deleted), delayReason).Observe(latency.Seconds())
 }
 
 // RegisterStaleDataSkippedLoop counts a loop that scaled nothing because the

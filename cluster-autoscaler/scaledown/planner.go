@@ -23,7 +23,6 @@ import (
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
 	"github.com/quotascale/quotascale/processors"
-	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Options are upstream's scale-down flags.
@@ -41,6 +40,24 @@ type Options struct {
 	// --memory-total.
 	MinCores  int64
 	MinMemory int64
+	// GPUUtilizationThreshold is the threshold of nodes with a GPU, whose
+	// utilization is their GPU's alone, as upstream's.
+	GPUUtilizationThreshold float64
+	// IgnoreMirrorPodsUtilization leaves mirror pods out of utilization.
+	IgnoreMirrorPodsUtilization bool
+	// BlockingSystemPodTimeout is how long a kube-system pod that no
+	// PodDisruptionBudget covers blocks its node after it was created.
+	BlockingSystemPodTimeout time.Duration
+	// UnremovableRecheckTimeout is how long a node found unremovable (a pod
+	// that cannot move, or no place for its pods) is not checked again.
+	UnremovableRecheckTimeout time.Duration
+	// SimulationTimeout bounds the checks of where candidates' pods would go;
+	// the candidates left are not unneeded this loop.
+	SimulationTimeout time.Duration
+	// DeletionCandidateTTL, when positive, takes unneeded times from the
+	// DeletionCandidateOfClusterAutoscaler taints younger than it at the
+	// first loop, so that a restart does not start them over.
+	DeletionCandidateTTL time.Duration
 }
 
 // Input is what one loop knows.
@@ -65,18 +82,25 @@ type Plan struct {
 	Removals []processors.NodeRemoval
 	Unneeded map[string]int
 	Kept     []processors.KeptNode
+	// UnneededNodes are the unneeded nodes by name, with since when.
+	UnneededNodes map[string]time.Time
+	// Skipped are the candidates the simulation timeout left unchecked.
+	Skipped []string
 }
 
-// Planner remembers since when each node has been unneeded.
+// Planner remembers since when each node has been unneeded, and until when a
+// node found unremovable is left alone.
 type Planner struct {
 	opts          Options
 	fw            *simulator.Framework
 	unneededSince map[string]time.Time
+	recheckAt     map[string]time.Time
+	started       bool
 }
 
 // NewPlanner builds a planner simulating with fw.
 func NewPlanner(opts Options, fw *simulator.Framework) *Planner {
-	return &Planner{opts: opts, fw: fw, unneededSince: map[string]time.Time{}}
+	return &Planner{opts: opts, fw: fw, unneededSince: map[string]time.Time{}, recheckAt: map[string]time.Time{}}
 }
 
 type candidate struct {
@@ -94,10 +118,14 @@ func (p *Planner) Forget() { p.unneededSince = map[string]time.Time{} }
 // Plan decides which nodes to remove now.
 func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 	logger := klog.FromContext(ctx)
-	plan := Plan{Unneeded: map[string]int{}}
+	plan := Plan{Unneeded: map[string]int{}, UnneededNodes: map[string]time.Time{}}
 	if !p.opts.Enabled {
 		p.unneededSince = map[string]time.Time{}
 		return plan, nil
+	}
+	if !p.started {
+		p.started = true
+		p.loadDeletionCandidates(ctx, in)
 	}
 	podsByNode := map[string][]*corev1.Pod{}
 	for _, pod := range in.Pods {
@@ -117,7 +145,7 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 	for i, info := range infos {
 		node := info.Node()
 		group := in.GroupOf(node)
-		if group == nil || beingDeleted(node) {
+		if group == nil || BeingDeleted(node) {
 			dest.exclude(i)
 			continue
 		}
@@ -128,17 +156,23 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 			kept(reasonScaleDownOff)
 			continue
 		}
-		u := utilization(node, podsByNode[node.Name], in.PDBs, p.opts)
-		if u >= p.opts.UtilizationThreshold {
+		if at, ok := p.recheckAt[node.Name]; ok && in.Now.Before(at) {
+			kept(reasonRecentlyUnremovable)
+			continue
+		}
+		u, threshold := utilization(node, podsByNode[node.Name], p.opts)
+		// At or below the threshold is underutilized, as upstream's.
+		if u > threshold {
 			continue
 		}
 		c := &candidate{node: node, group: group, utilization: u, index: i}
 		blocked := ""
 		for _, pod := range podsByNode[node.Name] {
-			switch kind, reason := classify(pod, in.PDBs, p.opts); kind {
+			switch kind, reason := classify(pod, in.PDBs, p.opts, in.Now); kind {
 			case podBlocks:
 				blocked = reason
 				kept(reason, pod.Namespace+"/"+pod.Name)
+				p.recheckLater(node.Name, in.Now)
 			case podMoves:
 				c.pods = append(c.pods, pod)
 			}
@@ -161,13 +195,25 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 	removedPerGroup := map[string]int{}
 	remaining := totals(in.Nodes)
 	empty, drains := 0, 0
-	for _, c := range candidates {
+	simulationStart := time.Now()
+	for i, c := range candidates {
+		if p.opts.SimulationTimeout > 0 && time.Since(simulationStart) > p.opts.SimulationTimeout {
+			// As upstream's --scale-down-simulation-timeout: the rest are
+			// not unneeded this loop.
+			for _, rest := range candidates[i:] {
+				plan.Skipped = append(plan.Skipped, rest.node.Name)
+			}
+			logger.Info("Scale-down simulation timed out", "skipped", len(candidates)-i, "candidates", len(candidates),
+				"timeout", p.opts.SimulationTimeout)
+			break
+		}
 		id := c.group.Id()
 		dest.exclude(c.index)
 		if !dest.place(ctx, p.fw, c.pods) {
 			logger.V(4).Info("Underutilized node's pods fit nowhere else", "node", c.node.Name, "pods", len(c.pods))
 			dest.include(c.index)
 			plan.Kept = append(plan.Kept, processors.KeptNode{Node: c.node, GroupID: id, Reason: keptReason(reasonNoPlace)})
+			p.recheckLater(c.node.Name, in.Now)
 			continue
 		}
 		seen[c.node.Name] = true
@@ -177,6 +223,7 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 			since = in.Now
 			p.unneededSince[c.node.Name] = since
 		}
+		plan.UnneededNodes[c.node.Name] = since
 		why := ""
 		below := p.belowMinimums(remaining, c.node)
 		switch {
@@ -225,39 +272,42 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 			delete(p.unneededSince, name)
 		}
 	}
+	for name, at := range p.recheckAt {
+		if !in.Now.Before(at) {
+			delete(p.recheckAt, name)
+		}
+	}
 	return plan, nil
 }
 
-// utilization is the larger of the cpu and memory requested on the node by pods
-// that would have to move or that block it, over its allocatable.
-func utilization(node *corev1.Node, pods []*corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, opts Options) float64 {
-	var cpu, mem int64
-	for _, pod := range pods {
-		if kind, _ := classify(pod, pdbs, opts); kind == podIgnored {
-			continue
-		}
-		r := resources.PodRequests(pod)
-		cpu += r.Cpu().MilliValue()
-		mem += r.Memory().Value()
+// recheckLater leaves a node found unremovable alone for
+// --unremovable-node-recheck-timeout, as upstream's planner.
+func (p *Planner) recheckLater(name string, now time.Time) {
+	if p.opts.UnremovableRecheckTimeout > 0 {
+		p.recheckAt[name] = now.Add(p.opts.UnremovableRecheckTimeout)
 	}
-	u := 0.0
-	if a := node.Status.Allocatable.Cpu().MilliValue(); a > 0 {
-		u = float64(cpu) / float64(a)
-	}
-	if a := node.Status.Allocatable.Memory().Value(); a > 0 {
-		u = max(u, float64(mem)/float64(a))
-	}
-	return u
 }
 
-func beingDeleted(node *corev1.Node) bool {
-	for _, t := range node.Spec.Taints {
-		if t.Key == ToBeDeletedTaint {
-			return true
-		}
+// loadDeletionCandidates takes each node's unneeded time from its
+// DeletionCandidateOfClusterAutoscaler taint when the taint is younger than
+// --node-deletion-candidate-ttl, as upstream does after a restart.
+func (p *Planner) loadDeletionCandidates(ctx context.Context, in Input) {
+	if p.opts.DeletionCandidateTTL <= 0 {
+		return
 	}
-	return false
+	for _, n := range in.Nodes {
+		since, ok := DeletionCandidateSince(n)
+		if !ok || since.Add(p.opts.DeletionCandidateTTL).Before(in.Now) {
+			continue
+		}
+		p.unneededSince[n.Name] = since
+		klog.FromContext(ctx).V(4).Info("Unneeded since its deletion candidate taint", "node", n.Name, "since", since)
+	}
 }
+
+// BeingDeleted says the node carries upstream's ToBeDeletedByClusterAutoscaler
+// taint: its removal is under way.
+func BeingDeleted(node *corev1.Node) bool { return hasTaintKey(node, ToBeDeletedTaint) }
 
 // totals sums the nodes' capacity (for the --cores-total and --memory-total
 // minimums) and allocatable (for the tree's root min).
@@ -269,7 +319,7 @@ type clusterTotals struct {
 func totals(nodes []*corev1.Node) *clusterTotals {
 	t := &clusterTotals{allocatable: corev1.ResourceList{}}
 	for _, n := range nodes {
-		if beingDeleted(n) {
+		if BeingDeleted(n) {
 			continue
 		}
 		t.capacityCPU += n.Status.Capacity.Cpu().MilliValue()

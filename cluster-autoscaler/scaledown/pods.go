@@ -1,6 +1,8 @@
 package scaledown
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,20 +40,20 @@ const (
 	reasonRootMin          = "ElasticQuotaTreeRootMin"
 	reasonScaleDownOff     = "ScaleDownDisabledAnnotation"
 	reasonNotUnderutilized = "NotUnderutilized"
+	// reasonRecentlyUnremovable: found unremovable less than
+	// --unremovable-node-recheck-timeout ago.
+	reasonRecentlyUnremovable = "RecentlyUnremovable"
 )
 
-// classify decides what a pod means for its node's removal.
-func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, opts Options) (podKind, string) {
+// classify decides what a pod means for its node's removal at now.
+func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, opts Options, now time.Time) (podKind, string) {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil {
 		return podIgnored, ""
 	}
-	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+	if isMirrorPod(pod) || isDaemonSetPod(pod) {
 		return podIgnored, ""
 	}
 	ctrl := metav1.GetControllerOf(pod)
-	if ctrl != nil && ctrl.Kind == "DaemonSet" {
-		return podIgnored, ""
-	}
 	if pdb := blockingPDB(pod, pdbs); pdb != nil {
 		return podBlocks, reasonPDB
 	}
@@ -67,10 +69,23 @@ func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, opts Option
 	if opts.SkipNodesWithLocalStorage && hasLocalStorage(pod) {
 		return podBlocks, reasonLocalStorage
 	}
-	if opts.SkipNodesWithSystemPods && pod.Namespace == metav1.NamespaceSystem && !coveredByPDB(pod, pdbs) {
+	// As upstream, such a pod blocks its node only for
+	// --blocking-system-pod-distruption-timeout after it was created.
+	if opts.SkipNodesWithSystemPods && pod.Namespace == metav1.NamespaceSystem && !coveredByPDB(pod, pdbs) &&
+		(pod.CreationTimestamp.IsZero() || !now.After(pod.CreationTimestamp.Add(opts.BlockingSystemPodTimeout))) {
 		return podBlocks, reasonSystemPod
 	}
 	return podMoves, ""
+}
+
+func isMirrorPod(pod *corev1.Pod) bool {
+	_, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]
+	return mirror
+}
+
+func isDaemonSetPod(pod *corev1.Pod) bool {
+	ctrl := metav1.GetControllerOf(pod)
+	return ctrl != nil && ctrl.Kind == "DaemonSet"
 }
 
 func hasLocalStorage(pod *corev1.Pod) bool {

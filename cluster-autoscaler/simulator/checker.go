@@ -20,7 +20,7 @@ type PodCheck struct {
 // PreFilter runs the PreFilter plugins for pod against the current snapshot.
 func (f *Framework) PreFilter(ctx context.Context, pod *corev1.Pod) *PodCheck {
 	state := framework.NewCycleState()
-	_, status, _ := f.RunPreFilterPlugins(ctx, state, pod)
+	_, status, _ := f.RunPreFilterPlugins(f.pluginContext(ctx), state, pod)
 	if status.IsSkip() {
 		status = nil
 	}
@@ -33,7 +33,7 @@ func (c *PodCheck) Fits(ctx context.Context, info fwk.NodeInfo) *fwk.Status {
 	if !c.status.IsSuccess() {
 		return c.status
 	}
-	return c.fw.RunFilterPlugins(ctx, c.state, c.pod, info)
+	return c.fw.RunFilterPlugins(c.fw.pluginContext(ctx), c.state, c.pod, info)
 }
 
 // Pod is the pod checked.

@@ -12,7 +12,9 @@ import (
 	feature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	restclient "k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	resourceslicetracker "k8s.io/dynamic-resource-allocation/resourceslice/tracker"
 	"k8s.io/klog/v2"
 	configv1 "k8s.io/kube-scheduler/config/v1"
@@ -79,13 +81,20 @@ type FrameworkOptions struct {
 	Client     kubernetes.Interface
 	KubeConfig *restclient.Config
 	Informers  informers.SharedInformerFactory
+	// CSINodeAware lets the plugins read CSINode objects, so that CSI volume
+	// attach limits count (upstream's --enable-csi-node-aware-scheduling).
+	CSINodeAware bool
+	// LogOffset is added to the verbosity of every line the plugins log, so
+	// that they log only up to upstream's --scheduler-verbosity.
+	LogOffset int
 }
 
 // Framework is a scheduler framework whose snapshot the caller replaces once per
 // loop.
 type Framework struct {
 	framework.Framework
-	snapshot *swappableSnapshot
+	snapshot  *swappableSnapshot
+	logOffset int
 }
 
 // NewFramework instantiates the profile's plugins over a snapshot the caller sets
@@ -109,7 +118,7 @@ func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error
 		frameworkruntime.WithInformerFactory(opts.Informers),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
 		frameworkruntime.WithMutableSnapshotLister(snapshot),
-		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(opts.Informers.Storage().V1().CSINodes().Lister())),
+		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(csiNodes(opts))),
 		frameworkruntime.WithParallelism(1),
 	}
 	if feature.DefaultFeatureGate.Enabled(features.DynamicResourceAllocation) {
@@ -123,7 +132,24 @@ func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error
 	if err != nil {
 		return nil, fmt.Errorf("building the simulation framework for profile %q: %w", opts.Config.Profiles[0].SchedulerName, err)
 	}
-	return &Framework{Framework: fw, snapshot: snapshot}, nil
+	return &Framework{Framework: fw, snapshot: snapshot, logOffset: opts.LogOffset}, nil
+}
+
+// csiNodes are the CSINodes the plugins see: the cluster's, or none, as
+// upstream's simulation without CSINode awareness.
+func csiNodes(opts FrameworkOptions) storagelisters.CSINodeLister {
+	if opts.CSINodeAware {
+		return opts.Informers.Storage().V1().CSINodes().Lister()
+	}
+	return storagelisters.NewCSINodeLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+}
+
+// pluginContext is ctx with its logger lowered by the log offset.
+func (f *Framework) pluginContext(ctx context.Context) context.Context {
+	if f.logOffset == 0 {
+		return ctx
+	}
+	return klog.NewContext(ctx, klog.FromContext(ctx).V(f.logOffset))
 }
 
 // newDRAManager gives the DynamicResources plugin the claims and slices it reads,

@@ -87,12 +87,6 @@ func description(f *config.Flag, flag *pflag.Flag) string {
 // refusedValues says which values of a refused flag stop the process.
 func refusedValues(f *config.Flag) string {
 	switch {
-	case len(f.Accept) > 0:
-		values := []string{code(f.Upstream)}
-		for _, v := range f.Accept {
-			values = append(values, code(v))
-		}
-		return "other than " + strings.Join(values, " and ")
 	case f.Type == "bool":
 		return code(strconv.FormatBool(f.Upstream != "true"))
 	case f.Upstream == "[]":

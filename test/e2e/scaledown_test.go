@@ -38,6 +38,10 @@ func fastScaleDown(o *config.Options) {
 	o.ScaleDownDelayAfterAdd = 0
 	o.ScaleDownDelayAfterFailure = 0
 	o.MaxGracefulTerminationSec = 1
+	// A refused eviction fails the drain at once; the drain starts right
+	// after the taint.
+	o.MaxPodEvictionTime = 0
+	o.NodeDeleteDelayAfterTaint = 0
 }
 
 // growTo makes the autoscaler add one node per 3-cpu bare "keeper" pod and

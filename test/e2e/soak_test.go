@@ -401,6 +401,8 @@ func (r *autoscalerReplicas) start(ctx context.Context) {
 	opts.ScaleDownDelayAfterAdd = 2 * time.Second
 	opts.ScaleDownDelayAfterFailure = 2 * time.Second
 	opts.MaxGracefulTerminationSec = 2
+	opts.MaxPodEvictionTime = 0
+	opts.NodeDeleteDelayAfterTaint = 0
 	opts.StaleDataBound = 2 * time.Second
 	opts.MaxNodeProvisionTime = 20 * time.Second
 	opts.InitialNodeGroupBackoffDuration = 2 * time.Second
