@@ -15,9 +15,13 @@ import (
 // cluster has: nothing creates default service accounts, and no node lifecycle
 // controller removes the not-ready taint that TaintNodesByCondition adds. It
 // compacts etcd's history every minute rather than five, so that soaks and
-// benchmarks that churn thousands of pods keep etcd small.
+// benchmarks that churn thousands of pods keep etcd small. RBAC authorizes
+// requests, as in a real cluster (the test server allows everything by
+// default): the components here use the loopback client, a system:masters
+// user, and a test can check what a ServiceAccount bound to given roles may do.
 var apiServerFlags = []string{
 	"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+	"--authorization-mode=RBAC",
 	"--etcd-compaction-interval=1m",
 }
 

@@ -234,15 +234,16 @@ const chartAutoscalerCommand = "./cluster-autoscaler"
 
 // checkAutoscaler parses the autoscaler's command line as cluster-autoscaler/main.go
 // does (refusals and validation included), and parses the
-// kwok config it points at with the kwok provider's parser.
-func checkChartAutoscaler(t *testing.T, r *chartRendering, want chartWant) {
+// kwok config it points at with the kwok provider's parser. It returns the
+// parsed options (nil when the autoscaler is off).
+func checkChartAutoscaler(t *testing.T, r *chartRendering, want chartWant) *config.Options {
 	t.Helper()
 	d := r.find("Deployment", "quotascale-cluster-autoscaler")
 	if want.autoscaler == nil {
 		if d != nil {
 			t.Error("the autoscaler is rendered, but should not be")
 		}
-		return
+		return nil
 	}
 	if d == nil {
 		t.Fatal("no autoscaler Deployment")
@@ -294,6 +295,7 @@ func checkChartAutoscaler(t *testing.T, r *chartRendering, want chartWant) {
 	if diff := cmp.Diff(want.kwokGroups, groups); diff != "" {
 		t.Errorf("kwok node groups (-want +got):\n%s", diff)
 	}
+	return &opts
 }
 
 // checkScheduler decodes the KubeSchedulerConfiguration with the scheduler's

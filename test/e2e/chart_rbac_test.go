@@ -210,7 +210,7 @@ func checkChartNoRBACWildcards(t *testing.T, r *chartRendering) {
 // checkRBACGrants evaluates every request of wantAllowed and wantDenied with
 // the API server's RBAC authorizer over the rendered roles and bindings plus
 // the built-in roles the chart binds, from the API server's bootstrap policy.
-// (localcluster authorizes everything, so a real request would prove nothing.)
+// (Rendering alone, without installing the chart's roles in localcluster.)
 func checkChartRBACGrants(t *testing.T, ctx context.Context, r *chartRendering, ns string, want chartWant) {
 	t.Helper()
 	s := &chartRBAC{roles: map[string]*rbacv1.Role{}, clusterRoles: map[string]*rbacv1.ClusterRole{}}
@@ -228,9 +228,8 @@ func checkChartRBACGrants(t *testing.T, ctx context.Context, r *chartRendering, 
 			s.clusterRoleBindings = append(s.clusterRoleBindings, chartFromUnstructured[rbacv1.ClusterRoleBinding](t, o))
 		}
 	}
-	// localcluster's API server authorizes everything and so does not install
-	// the bootstrap roles; these are the roles a real API server of this
-	// Kubernetes version installs, with the same feature gates.
+	// The built-in roles as a real API server of this Kubernetes version
+	// installs them, with the same feature gates, from its bootstrap policy.
 	for _, role := range bootstrappolicy.ClusterRoles() {
 		if role.Name == "system:kube-scheduler" || role.Name == "system:volume-scheduler" {
 			s.clusterRoles[role.Name] = &role

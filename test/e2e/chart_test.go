@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/quotascale/quotascale/cluster-autoscaler/app"
 	"github.com/quotascale/quotascale/localcluster"
 	"github.com/quotascale/quotascale/scheduler/capacityscheduling"
 )
@@ -460,9 +461,17 @@ scheduler:
 			checkChartSecurityContexts(t, r)
 			checkChartServices(t, r)
 			checkChartReplicas(t, r, want)
-			checkChartAutoscaler(t, r, want)
+			autoscalerOpts := checkChartAutoscaler(t, r, want)
 			checkChartScheduler(t, r, want)
 			checkChartMonitoring(t, r, alerts)
+			if autoscalerOpts != nil {
+				// The autoscaler exits at start unless its RBAC allows all it
+				// checks for (app.CheckAccess): the chart must grant that too.
+				for _, a := range app.RequiredAccess(*autoscalerOpts) {
+					want.autoscalerAllowed = append(want.autoscalerAllowed, rbacAccess{verb: a.Verb, group: a.Group,
+						resource: a.Resource, subresource: a.Subresource, namespace: a.Namespace, name: a.Name})
+				}
+			}
 			checkChartRBACGrants(t, ctx, r, ns, want)
 
 			// The API server is the judge of every object: server-side apply,
