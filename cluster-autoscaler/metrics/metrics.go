@@ -211,6 +211,9 @@ func (m *Metrics) initialize() {
 		NodeGroupDoesNotExistError, UnexpectedScaleDownStateError} {
 		m.errorsCount.WithLabelValues(t)
 	}
+	// Not initialized upstream, which exports it from the first scale-up on:
+	// the series a scale-up of nodes without a GPU counts on.
+	m.scaledUpNodes.WithLabelValues("", "", "")
 	for _, r := range []string{FailedScaleUpCloudProviderError, FailedScaleUpAPIError, FailedScaleUpTimeout} {
 		m.failedScaleUps.WithLabelValues(r, "", "", "")
 		m.failedNodeCreations.WithLabelValues(r)

@@ -56,4 +56,3 @@ func gpuResource(node *corev1.Node) (corev1.ResourceName, bool) {
 	}
 	return "", false
 }
-
