@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
-	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/component-base/logs"
@@ -70,15 +69,7 @@ func run(args []string) error {
 	// Before serving /health-check and before leader election: missing RBAC
 	// stops the process with the rules to add, rather than leaving a standby
 	// that looks healthy or a leader whose informers never sync.
-	// One burst of reviews at start: not throttled like the autoscaler's own
-	// requests (--kube-client-qps).
-	checkConfig := restclient.CopyConfig(restConfig)
-	checkConfig.QPS, checkConfig.Burst = 100, 200
-	client, err := kubernetes.NewForConfig(checkConfig)
-	if err != nil {
-		return fmt.Errorf("kubernetes client: %w", err)
-	}
-	if err := app.CheckAccess(ctx, client, opts); err != nil {
+	if err := app.CheckAccess(ctx, restConfig, opts); err != nil {
 		return err
 	}
 	process := app.NewProcess(opts)

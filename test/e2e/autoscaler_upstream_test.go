@@ -358,7 +358,7 @@ const upstreamKwokGroups = `nodeGroups:
 // exports upstream's metrics after its first loop.
 func TestUpstreamChartArguments(t *testing.T) {
 	ctx := testContext(t)
-	installClusterAPICRDs(t, ctx)
+	clusterAPI(t) // Cluster API's CRDs and controllers, for the clusterapi argument lists
 	_, _, extra := upstreamRBAC(t)
 	files, err := os.ReadDir(filepath.Join("testdata", "upstream-args"))
 	if err != nil {

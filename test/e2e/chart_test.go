@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -467,7 +468,20 @@ scheduler:
 			if autoscalerOpts != nil {
 				// The autoscaler exits at start unless its RBAC allows all it
 				// checks for (app.CheckAccess): the chart must grant that too.
-				for _, a := range app.RequiredAccess(*autoscalerOpts) {
+				// Those of the clusters the pod's ServiceAccount reaches: the
+				// workload cluster without --kubeconfig, the management cluster
+				// without --cloud-config when it is the workload cluster or
+				// in-cluster (--clusterapi-cloud-config-authoritative).
+				o := *autoscalerOpts
+				workload, management := app.RequiredAccess(o)
+				var own []app.Access
+				if o.Kubeconfig == "" {
+					own = workload
+				}
+				if o.CloudConfig == "" && (o.Kubeconfig == "" || o.ClusterAPICloudConfigAuthoritative) {
+					own = slices.Concat(own, management)
+				}
+				for _, a := range own {
 					want.autoscalerAllowed = append(want.autoscalerAllowed, rbacAccess{verb: a.Verb, group: a.Group,
 						resource: a.Resource, subresource: a.Subresource, namespace: a.Namespace, name: a.Name})
 				}
