@@ -35,12 +35,18 @@ type Processor struct {
 	pods  corelisters.PodLister
 
 	mu sync.Mutex
-	// valid is the last valid tree object seen; it stays in force when a newer
-	// generation is invalid, as in the scheduler.
-	valid *schedulingv1beta1.ElasticQuotaTree
-	// seen is the generation last judged, so an invalid one is logged once.
-	seenUID types.UID
-	seenGen int64
+	// enforced is the generation of the tree object seen.uid in force, with
+	// its spec; elastic.LastValid keeps it in force while a newer generation
+	// is invalid, as in the scheduler. Nil when no generation is valid.
+	enforced *schedulingv1beta1.ElasticQuotaTree
+	// seen is what was last judged, so an unchanged tree is not judged again
+	// and an invalid generation is logged once.
+	seen seenTree
+}
+
+type seenTree struct {
+	uid                  types.UID
+	generation, recorded int64
 }
 
 var _ processors.PodListProcessor = &Processor{}
@@ -143,23 +149,36 @@ func (p *Processor) treeInForce(ctx context.Context) *schedulingv1beta1.ElasticQ
 			trees = append(trees, t)
 		}
 	}
-	oldest := elastic.InForce(trees)
+	chosen := elastic.InForce(trees)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if oldest == nil {
-		p.valid = nil
+	if chosen == nil {
+		p.enforced, p.seen = nil, seenTree{}
 		return nil
 	}
-	if oldest.UID != p.seenUID || oldest.Generation != p.seenGen {
-		p.seenUID, p.seenGen = oldest.UID, oldest.Generation
-		if _, err := elastic.Build(oldest); err != nil {
-			klog.FromContext(ctx).Info("ElasticQuotaTree generation is invalid; the last valid one stays in force",
-				"tree", klog.KObj(oldest), "generation", oldest.Generation, "err", err)
-		} else {
-			p.valid = oldest
-		}
+	seen := seenTree{uid: chosen.UID, generation: chosen.Generation}
+	if chosen.Status.LastValid != nil {
+		seen.recorded = chosen.Status.LastValid.Generation
 	}
-	return p.valid
+	if seen == p.seen {
+		return p.enforced
+	}
+	var remembered *schedulingv1beta1.TreeGeneration
+	if p.enforced != nil && p.seen.uid == chosen.UID {
+		remembered = &schedulingv1beta1.TreeGeneration{Generation: p.enforced.Generation, Spec: p.enforced.Spec}
+	}
+	p.seen = seen
+	enforced, err := elastic.LastValid(chosen, remembered)
+	if err != nil {
+		klog.FromContext(ctx).Info("ElasticQuotaTree generation is invalid", "tree", klog.KObj(chosen), "generation", chosen.Generation,
+			"enforcedGeneration", enforced.Generation, "err", err)
+	}
+	p.enforced = nil
+	if enforced.Tree != nil {
+		p.enforced = &schedulingv1beta1.ElasticQuotaTree{ObjectMeta: chosen.ObjectMeta, Spec: *enforced.Spec}
+		p.enforced.Generation = enforced.Generation
+	}
+	return p.enforced
 }
 
 // RootMin is the min of the root of the tree in force, which scale-down keeps

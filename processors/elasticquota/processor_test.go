@@ -125,3 +125,25 @@ func TestInvalidGenerationKeepsTheLastValidTree(t *testing.T) {
 		t.Errorf("without a tree every pod is kept; got kept %v refused %d", names(kept), len(refused))
 	}
 }
+
+// A processor started while the spec is invalid (an autoscaler restarted after
+// an edit that got past the webhook) enforces the last valid generation the
+// scheduler recorded in status, not nothing.
+func TestRestartWhileInvalidUsesTheRecordedGeneration(t *testing.T) {
+	pending := []*corev1.Pod{pod("a", "", "", 1), pod("b", "", "", 2)}
+	invalid := tree("10", "1", 2)
+	invalid.Status.LastValid = &schedulingv1beta1.TreeGeneration{Generation: 1, Spec: tree("0", "5", 1).Spec}
+	p, _ := newProcessor(t, []*schedulingv1beta1.ElasticQuotaTree{invalid}, pending)
+	kept, refused, err := p.Process(context.Background(), &processors.LoopContext{}, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a"}, names(kept)); diff != "" || len(refused) != 1 {
+		t.Errorf("kept (-want +got):\n%s\nrefused %d; want the recorded max-5 generation in force", diff, len(refused))
+	}
+	invalid.Status.LastValid = nil
+	p, _ = newProcessor(t, []*schedulingv1beta1.ElasticQuotaTree{invalid}, pending)
+	if kept, _, _ := p.Process(context.Background(), &processors.LoopContext{}, pending); len(kept) != 2 {
+		t.Errorf("kept %v; with no valid generation anywhere nothing is enforced", names(kept))
+	}
+}

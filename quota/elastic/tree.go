@@ -153,13 +153,19 @@ func (t *Tree) Rebuild(spec *schedulingv1beta1.ElasticQuotaTree) (*Tree, error) 
 	if err != nil {
 		return nil, err
 	}
-	for slot := range t.pods.records {
-		record := &t.pods.records[slot]
+	next.ChargeFrom(t)
+	return next, nil
+}
+
+// ChargeFrom charges t with every pod prev tracks, as Rebuild does, for a tree
+// built another way (LastValid, say). prev is untouched.
+func (t *Tree) ChargeFrom(prev *Tree) {
+	for slot := range prev.pods.records {
+		record := &prev.pods.records[slot]
 		if record.live {
-			next.AddRequests(record.uid, record.namespace, record.requests)
+			t.AddRequests(record.uid, record.namespace, record.requests)
 		}
 	}
-	return next, nil
 }
 
 // Scratch copies the usage (one slice) for what-ifs such as the autoscaler

@@ -98,8 +98,11 @@ func (w *statusWriter) desiredStatus(t *schedulingv1beta1.ElasticQuotaTree) (sch
 	meta.SetStatusCondition(&status.Conditions, validCondition(d))
 	meta.SetStatusCondition(&status.Conditions, d.active)
 	status.Quotas = nil
-	if w.cache.tree != nil && w.cache.lifecycle.inForce.uid == t.UID {
+	if lc := &w.cache.lifecycle; w.cache.tree != nil && lc.inForce.uid == t.UID {
 		status.Quotas = w.cache.tree.Status()
+		// Persisted so that a restart, of this scheduler or of the
+		// autoscaler, enforces the same generation while the spec is invalid.
+		status.LastValid = &schedulingv1beta1.TreeGeneration{Generation: lc.inForce.generation, Spec: *lc.inForceSpec.DeepCopy()}
 	}
 	return status, true
 }

@@ -15,11 +15,16 @@ import (
 
 // treeLifecycle decides which ElasticQuotaTree is in force and what every tree
 // object is told on its status. Only a tree in kube-system is in force, the oldest
-// one if there are several; an invalid generation leaves the last valid tree in
-// force.
+// one if there are several; an invalid generation leaves the last valid
+// generation of that object in force (elastic.LastValid).
 type treeLifecycle struct {
 	// inForce is the object and generation the tree in force was built from.
 	inForce generationRef
+	// inForceSpec is that generation's spec, which status.lastValid records.
+	inForceSpec *schedulingv1beta1.ElasticQuotaTreeSpec
+	// decided is the generation of the chosen tree the last sync decided about;
+	// a sync for the same generation (a status write, say) decides nothing anew.
+	decided generationRef
 	// decisions are keyed by namespace/name.
 	decisions map[string]treeDecision
 	// announced remembers the generations an event was already recorded for.
@@ -61,63 +66,76 @@ func (c *quotaCache) syncTreesLocked(logger klog.Logger, trees []*schedulingv1be
 	}
 	sort.Slice(trees, func(i, j int) bool { return elastic.OlderFirst(trees[i], trees[j]) })
 	chosen := elastic.InForce(trees)
-
 	var events []treeEvent
+	switch {
+	case chosen != nil:
+		events = c.enforceLocked(logger, chosen)
+	case c.tree != nil:
+		logger.Info("No ElasticQuotaTree in kube-system; quota is no longer enforced")
+		c.setInForceLocked(logger, nil, generationRef{}, nil)
+		fallthrough
+	default:
+		lc.decided = generationRef{}
+	}
+
 	decisions := make(map[string]treeDecision, len(trees))
 	for _, t := range trees {
 		key := t.Namespace + "/" + t.Name
 		ref := generationRef{uid: t.UID, generation: t.Generation}
 		d, known := lc.decisions[key]
-		var built *elastic.Tree
 		if !known || d.ref != ref {
-			d = treeDecision{ref: ref}
-			var err error
-			if t == chosen && ref != lc.inForce {
-				built, err = c.buildLocked(t)
-			} else {
-				_, err = elastic.Build(t)
-			}
-			d.problems = problemsOf(err)
-		}
-		if t == chosen && ref != lc.inForce && d.problems == "" {
-			if built == nil {
-				var err error
-				if built, err = c.buildLocked(t); err != nil {
-					d.problems = problemsOf(err)
-				}
-			}
-			if built != nil {
-				c.setTreeLocked(logger, built)
-				lc.inForce = ref
-				logger.Info("ElasticQuotaTree in force", "tree", klog.KObj(t), "generation", t.Generation)
-				events = append(events, treeEvent{t, "Normal", eventReasonEnforced, fmt.Sprintf("generation %d is in force", t.Generation)})
-			}
+			_, err := elastic.Build(t)
+			d = treeDecision{ref: ref, problems: problemsOf(err)}
 		}
 		if d.problems != "" && !lc.announced[ref] {
 			lc.announced[ref] = true
 			logger.Info("Invalid ElasticQuotaTree", "tree", klog.KObj(t), "generation", t.Generation, "problems", d.problems)
 			events = append(events, treeEvent{t, "Warning", eventReasonInvalid, d.problems})
 		}
-		d.active = activeCondition(t, chosen, d, lc.inForce, c.tree != nil)
+		d.active = activeCondition(t, chosen, d, lc.inForce)
 		decisions[key] = d
-	}
-	if chosen == nil && c.tree != nil {
-		logger.Info("No ElasticQuotaTree in kube-system; quota is no longer enforced")
-		c.setTreeLocked(logger, nil)
-		lc.inForce = generationRef{}
 	}
 	lc.decisions = decisions
 	c.changed = true
 	return events
 }
 
-// buildLocked builds t, re-charging the pods of the tree in force when there is
-// one.
-func (c *quotaCache) buildLocked(t *schedulingv1beta1.ElasticQuotaTree) (*elastic.Tree, error) {
-	if c.tree != nil {
-		return c.tree.Rebuild(t)
+// enforceLocked puts the generation of chosen that elastic.LastValid picks in
+// force, re-charging the pods of the tree it replaces.
+func (c *quotaCache) enforceLocked(logger klog.Logger, chosen *schedulingv1beta1.ElasticQuotaTree) []treeEvent {
+	lc := &c.lifecycle
+	seen := generationRef{uid: chosen.UID, generation: chosen.Generation}
+	if seen == lc.decided {
+		return nil
 	}
-	return elastic.Build(t)
+	lc.decided = seen
+	var remembered *schedulingv1beta1.TreeGeneration
+	if lc.inForce.uid == chosen.UID && lc.inForceSpec != nil {
+		remembered = &schedulingv1beta1.TreeGeneration{Generation: lc.inForce.generation, Spec: *lc.inForceSpec}
+	}
+	enforced, _ := elastic.LastValid(chosen, remembered)
+	if enforced.Tree == nil {
+		if c.tree != nil {
+			logger.Info("The ElasticQuotaTree in force has no valid generation; quota is no longer enforced", "tree", klog.KObj(chosen))
+			c.setInForceLocked(logger, nil, generationRef{}, nil)
+		}
+		return nil
+	}
+	ref := generationRef{uid: chosen.UID, generation: enforced.Generation}
+	if ref == lc.inForce {
+		return nil
+	}
+	if c.tree != nil {
+		enforced.Tree.ChargeFrom(c.tree)
+	}
+	c.setInForceLocked(logger, enforced.Tree, ref, enforced.Spec)
+	logger.Info("ElasticQuotaTree in force", "tree", klog.KObj(chosen), "generation", enforced.Generation, "current", enforced.Current)
+	return []treeEvent{{chosen, "Normal", eventReasonEnforced, fmt.Sprintf("generation %d is in force", enforced.Generation)}}
+}
+
+func (c *quotaCache) setInForceLocked(logger klog.Logger, t *elastic.Tree, ref generationRef, spec *schedulingv1beta1.ElasticQuotaTreeSpec) {
+	c.setTreeLocked(logger, t)
+	c.lifecycle.inForce, c.lifecycle.inForceSpec = ref, spec
 }
 
 func problemsOf(err error) string {
@@ -131,7 +149,7 @@ func problemsOf(err error) string {
 	return err.Error()
 }
 
-func activeCondition(t, chosen *schedulingv1beta1.ElasticQuotaTree, d treeDecision, inForce generationRef, haveTree bool) metav1.Condition {
+func activeCondition(t, chosen *schedulingv1beta1.ElasticQuotaTree, d treeDecision, inForce generationRef) metav1.Condition {
 	cond := metav1.Condition{Type: schedulingv1beta1.ConditionActive, Status: metav1.ConditionFalse}
 	switch {
 	case t.Namespace != schedulingv1beta1.EnforcedNamespace:
@@ -144,16 +162,13 @@ func activeCondition(t, chosen *schedulingv1beta1.ElasticQuotaTree, d treeDecisi
 		cond.Status = metav1.ConditionTrue
 		cond.Reason = schedulingv1beta1.ReasonEnforced
 		cond.Message = fmt.Sprintf("generation %d is in force", t.Generation)
-	case haveTree && inForce.uid == t.UID:
+	case inForce.uid == t.UID:
 		cond.Status = metav1.ConditionTrue
 		cond.Reason = schedulingv1beta1.ReasonInvalid
 		cond.Message = fmt.Sprintf("generation %d is invalid; generation %d stays in force", t.Generation, inForce.generation)
-	case haveTree:
-		cond.Reason = schedulingv1beta1.ReasonInvalid
-		cond.Message = "this tree is invalid; the last valid tree stays in force"
 	default:
 		cond.Reason = schedulingv1beta1.ReasonInvalid
-		cond.Message = "this tree is invalid and no valid tree was seen; no quota is enforced"
+		cond.Message = "this tree is invalid and has no earlier valid generation; no quota is enforced"
 	}
 	return cond
 }

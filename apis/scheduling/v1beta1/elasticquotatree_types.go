@@ -113,6 +113,27 @@ type ElasticQuotaTreeStatus struct {
 	// +listMapKey=name
 	// +optional
 	Quotas []QuotaNodeStatus `json:"quotas,omitempty"`
+
+	// LastValid is the newest generation of this tree's spec that passed
+	// validation, as the scheduler enforced it. While the spec is invalid (an
+	// edit that got past write-time validation, say with the webhook down), the
+	// scheduler, the autoscaler and kubectl-quota enforce and show this
+	// generation instead, across restarts.
+	// +optional
+	LastValid *TreeGeneration `json:"lastValid,omitempty"`
+}
+
+// TreeGeneration is one generation of a tree's spec.
+type TreeGeneration struct {
+	// Generation is the metadata.generation the spec had.
+	Generation int64 `json:"generation"`
+	// Spec is that generation's spec. Only the scheduler writes it, and every
+	// reader validates it again before use, so the schema does not repeat the
+	// spec's.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Spec ElasticQuotaTreeSpec `json:"spec"`
 }
 
 // QuotaNodeStatus is the accounting of one quota node.

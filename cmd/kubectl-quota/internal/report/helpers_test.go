@@ -66,6 +66,7 @@ func withStatus(t *testing.T, tree *schedulingv1beta1.ElasticQuotaTree, pods []*
 		{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", Message: "the tree satisfies every rule"},
 	}
 	out.Status.Quotas = live.Status()
+	out.Status.LastValid = &schedulingv1beta1.TreeGeneration{Generation: tree.Generation, Spec: *tree.Spec.DeepCopy()}
 	return out
 }
 

@@ -26,27 +26,24 @@ type model struct {
 // newModel builds the tree in force and charges it, from status.quotas when
 // the scheduler wrote them for this generation, else from the bound pods. When
 // the spec is invalid the scheduler still enforces the last valid generation,
-// whose shape only status.quotas still carries, so the model is rebuilt from it.
+// which elastic.LastValid finds in status.lastValid, as the scheduler does.
 func newModel(obj *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod) (*model, error) {
 	m := &model{object: obj.Namespace + "/" + obj.Name}
-	spec := obj
-	shape, err := elastic.Build(spec)
-	fromStatusShape := false
-	if err != nil {
-		if spec = specFromStatus(obj); spec == nil {
-			return nil, fmt.Errorf("ElasticQuotaTree %s: %w", m.object, err)
-		}
-		if shape, err = elastic.Build(spec); err != nil {
-			return nil, fmt.Errorf("ElasticQuotaTree %s: neither the spec nor status.quotas builds a tree: %w", m.object, err)
-		}
-		fromStatusShape = true
-		m.notes = append(m.notes, fmt.Sprintf("generation %d of %s is invalid; the quota nodes shown are the last valid generation's, from status.quotas (namespaces from the current spec)", obj.Generation, m.object))
+	enforced, err := elastic.LastValid(obj, nil)
+	if enforced.Tree == nil {
+		return nil, fmt.Errorf("ElasticQuotaTree %s: %w", m.object, err)
+	}
+	shape, spec := enforced.Tree, obj
+	if !enforced.Current {
+		spec = &schedulingv1beta1.ElasticQuotaTree{ObjectMeta: obj.ObjectMeta, Spec: *enforced.Spec, Status: obj.Status}
+		spec.Generation = enforced.Generation
+		m.notes = append(m.notes, fmt.Sprintf("generation %d of %s is invalid; the quota nodes shown are generation %d's, the last valid one, which stays in force", obj.Generation, m.object, enforced.Generation))
 	}
 	live, err := chargePods(spec, pods)
 	if err != nil {
 		return nil, err
 	}
-	if fresh, why := statusFresh(obj, shape); fresh || fromStatusShape {
+	if fresh, why := statusFresh(obj, shape); fresh || !enforced.Current {
 		if charged, ok := chargeStatus(spec, obj.Status.Quotas); ok {
 			m.tree, m.source = charged, FromStatus
 			if differ := differingNodes(charged, live); len(differ) > 0 {
@@ -149,53 +146,6 @@ func differingNodes(a, b *elastic.Tree) []string {
 			out = append(out, n.Name())
 		}
 	}
-	return out
-}
-
-// specFromStatus rebuilds a tree spec from status.quotas (name, parent, min,
-// max, in depth-first order), taking each leaf's namespaces from the current
-// spec's node of the same name. Nil when status has no usable root.
-func specFromStatus(obj *schedulingv1beta1.ElasticQuotaTree) *schedulingv1beta1.ElasticQuotaTree {
-	quotas := obj.Status.Quotas
-	children := map[string][]int{}
-	root := -1
-	for i, q := range quotas {
-		if q.Parent == "" {
-			if root >= 0 {
-				return nil
-			}
-			root = i
-			continue
-		}
-		children[q.Parent] = append(children[q.Parent], i)
-	}
-	if root < 0 {
-		return nil
-	}
-	namespaces := map[string][]string{}
-	walkSpec(&obj.Spec.Root, 1, func(n *schedulingv1beta1.ElasticQuotaSpec, _ int) {
-		if len(n.Namespaces) > 0 {
-			namespaces[n.Name] = n.Namespaces
-		}
-	})
-	seen := map[string]bool{}
-	var build func(i, depth int) schedulingv1beta1.ElasticQuotaSpec
-	build = func(i, depth int) schedulingv1beta1.ElasticQuotaSpec {
-		q := quotas[i]
-		seen[q.Name] = true
-		spec := schedulingv1beta1.ElasticQuotaSpec{Name: q.Name, Min: q.Min, Max: q.Max}
-		for _, c := range children[q.Name] {
-			if !seen[quotas[c].Name] && depth < maxWalkDepth {
-				spec.Children = append(spec.Children, build(c, depth+1))
-			}
-		}
-		if len(spec.Children) == 0 {
-			spec.Namespaces = namespaces[q.Name]
-		}
-		return spec
-	}
-	out := obj.DeepCopy()
-	out.Spec.Root = build(root, 1)
 	return out
 }
 
