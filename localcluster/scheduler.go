@@ -37,9 +37,10 @@ type SchedulerOptions struct {
 }
 
 // QuotaProfile is the default-scheduler profile with CapacityScheduling enabled at
-// every extension point it implements, and DefaultPreemption off: under quota,
-// only an owner reclaiming its guaranteed min preempts, which CapacityScheduling's
-// PostFilter does (priority preemption within one quota leaf included).
+// every extension point it implements, and DefaultPreemption off: CapacityScheduling's
+// PostFilter takes its place, running DefaultPreemption itself for pods no tree
+// governs, DefaultPreemption within quota for pods their quota admits, and reclaim
+// for pods their quota refuses.
 func QuotaProfile() configv1.KubeSchedulerProfile {
 	return configv1.KubeSchedulerProfile{
 		SchedulerName: ptr.To(corev1.DefaultSchedulerName),

@@ -6,6 +6,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedulerconfigv1 "k8s.io/kubernetes/pkg/scheduler/apis/config/v1"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 )
 
@@ -17,22 +22,23 @@ type Args struct {
 	// rate-limited rather than written on every pod event. Default 2s.
 	StatusUpdateInterval *metav1.Duration `json:"statusUpdateInterval,omitempty"`
 
-	// MinCandidateNodesAbsolute bounds how many nodes a reclaim dry-runs the
-	// preemptor on. Every node sees the same victims, since reclaim victims are
-	// chosen by quota rather than by node, so a few fitting nodes are enough.
-	// Default 100.
-	MinCandidateNodesAbsolute *int32 `json:"minCandidateNodesAbsolute,omitempty"`
+	// MinCandidateNodesPercentage and MinCandidateNodesAbsolute are
+	// DefaultPreemptionArgs' fields, with its defaults (10 and 100): they
+	// bound how many nodes priority preemption dry-runs the preemptor on. A
+	// reclaim dry-runs on at most MinCandidateNodesAbsolute nodes: its victims
+	// are chosen by quota rather than by node, so every node sees the same
+	// victims and a few fitting nodes are enough.
+	MinCandidateNodesPercentage *int32 `json:"minCandidateNodesPercentage,omitempty"`
+	MinCandidateNodesAbsolute   *int32 `json:"minCandidateNodesAbsolute,omitempty"`
 
 	// WriteStatus makes the elected replica write tree status, and the plugin
-	// record events on trees; default true. The autoscaler runs this plugin in its
-	// scale-up simulation with false: only the scheduler reports on trees.
+	// record events on trees and export metrics; default true. The autoscaler
+	// runs this plugin in its scale-up simulation with false: only the
+	// scheduler reports on trees.
 	WriteStatus *bool `json:"writeStatus,omitempty"`
 }
 
-const (
-	defaultStatusUpdateInterval = 2 * time.Second
-	defaultCandidateNodes       = 100
-)
+const defaultStatusUpdateInterval = 2 * time.Second
 
 func decodeArgs(obj runtime.Object) (Args, error) {
 	var args Args
@@ -45,10 +51,12 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 	if args.StatusUpdateInterval.Duration <= 0 {
 		return args, fmt.Errorf("%s args: statusUpdateInterval must be positive, got %s", Name, args.StatusUpdateInterval.Duration)
 	}
-	if args.MinCandidateNodesAbsolute == nil {
-		n := int32(defaultCandidateNodes)
-		args.MinCandidateNodesAbsolute = &n
+	upstream := configv1.DefaultPreemptionArgs{
+		MinCandidateNodesPercentage: args.MinCandidateNodesPercentage,
+		MinCandidateNodesAbsolute:   args.MinCandidateNodesAbsolute,
 	}
+	schedulerconfigv1.SetDefaults_DefaultPreemptionArgs(&upstream)
+	args.MinCandidateNodesPercentage, args.MinCandidateNodesAbsolute = upstream.MinCandidateNodesPercentage, upstream.MinCandidateNodesAbsolute
 	if args.WriteStatus == nil {
 		t := true
 		args.WriteStatus = &t
@@ -56,5 +64,17 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 	if *args.MinCandidateNodesAbsolute <= 0 {
 		return args, fmt.Errorf("%s args: minCandidateNodesAbsolute must be positive, got %d", Name, *args.MinCandidateNodesAbsolute)
 	}
+	if err := validation.ValidateDefaultPreemptionArgs(field.NewPath(Name+" args"), args.defaultPreemption()); err != nil {
+		return args, err
+	}
 	return args, nil
+}
+
+// defaultPreemption are the args of the DefaultPreemption plugin this plugin
+// runs for priority preemption.
+func (a Args) defaultPreemption() *config.DefaultPreemptionArgs {
+	return &config.DefaultPreemptionArgs{
+		MinCandidateNodesPercentage: *a.MinCandidateNodesPercentage,
+		MinCandidateNodesAbsolute:   *a.MinCandidateNodesAbsolute,
+	}
 }

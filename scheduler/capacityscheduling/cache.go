@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
 	"github.com/quotascale/quotascale/quota/elastic"
@@ -33,35 +34,49 @@ type quotaCache struct {
 	// holds are reclaims this scheduler made, by preemptor. The quota a reclaim
 	// frees is charged to the tree under the hold's own UID as soon as the
 	// victims are chosen, so no other pod takes it before the preemptor is
-	// placed; the hold ends when the preemptor is reserved or deleted.
+	// placed. While the preemptor is reserved its own charge stands in for the
+	// hold's; the hold ends when the preemptor is bound or deleted, or when the
+	// sweep finds it older than holdTTL. A failed binding (Unreserve) puts the
+	// hold's charge back: the reclaim is still owed to the preemptor.
 	holds map[types.UID]*hold
 	// changed is set whenever usage or the tree changed since the last status
 	// write.
 	changed bool
 
 	podLister corelisters.PodLister
+	clock     clock.PassiveClock
+	// metrics is nil in the autoscaler's simulation.
+	metrics *pluginMetrics
 }
 
 type hold struct {
+	leaf      string
 	namespace string
 	requests  corev1.ResourceList
 	// victims still exist; while any does, the reclaim is in flight.
 	victims sets.Set[types.UID]
 	started time.Time
+	// charged says the hold's quota is charged under holdUID; false while the
+	// preemptor is reserved and charged itself.
+	charged bool
 }
 
 // holdTTL bounds a hold whose preemptor never gets placed (its node went away,
 // say), so that quota is not held back forever.
 const holdTTL = 2 * time.Minute
 
+// holdSweepInterval is how often expired holds are ended.
+const holdSweepInterval = 10 * time.Second
+
 // holdUID is the UID a hold is charged under, distinct from any pod's.
 func holdUID(preemptor types.UID) types.UID { return "reclaim-hold/" + preemptor }
 
-func newQuotaCache(podLister corelisters.PodLister) *quotaCache {
+func newQuotaCache(podLister corelisters.PodLister, clk clock.PassiveClock) *quotaCache {
 	return &quotaCache{
 		flavors:   map[string]map[string]string{},
 		holds:     map[types.UID]*hold{},
 		podLister: podLister,
+		clock:     clk,
 	}
 }
 
@@ -91,7 +106,11 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 		c.releaseLocked(pod.UID)
 		return
 	}
-	c.endHoldLocked(pod.UID)
+	if c.holds[pod.UID] != nil {
+		// The preemptor is bound: the reclaim is complete.
+		c.metrics.reclaim(c.holds[pod.UID].leaf, reclaimPlaced)
+		c.endHoldLocked(pod.UID)
+	}
 	if c.tree.AddPod(pod) {
 		c.changed = true
 	}
@@ -117,13 +136,14 @@ func (c *quotaCache) releaseLocked(uid types.UID) {
 }
 
 // startHold charges what a reclaim frees to the preemptor's hold.
-func (c *quotaCache) startHold(preemptor *corev1.Pod, requests corev1.ResourceList, victims []*corev1.Pod) {
+func (c *quotaCache) startHold(preemptor *corev1.Pod, leaf string, requests corev1.ResourceList, victims []*corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.tree == nil {
 		return
 	}
-	h := &hold{namespace: preemptor.Namespace, requests: requests, victims: sets.New[types.UID](), started: time.Now()}
+	c.endHoldLocked(preemptor.UID)
+	h := &hold{leaf: leaf, namespace: preemptor.Namespace, requests: requests, victims: sets.New[types.UID](), started: c.clock.Now(), charged: true}
 	for _, v := range victims {
 		h.victims.Insert(v.UID)
 	}
@@ -133,24 +153,63 @@ func (c *quotaCache) startHold(preemptor *corev1.Pod, requests corev1.ResourceLi
 }
 
 func (c *quotaCache) endHoldLocked(preemptor types.UID) {
-	if _, ok := c.holds[preemptor]; !ok {
+	h, ok := c.holds[preemptor]
+	if !ok {
 		return
 	}
 	delete(c.holds, preemptor)
-	c.releaseLocked(holdUID(preemptor))
+	if h.charged {
+		c.releaseLocked(holdUID(preemptor))
+	}
 }
 
-// reclaimsInFlight counts victims of this scheduler's reclaims that still exist,
-// after ending holds older than holdTTL.
-func (c *quotaCache) reclaimsInFlight(now time.Time) int {
+// reserveLocked charges a pod that is being bound. A preemptor's own charge
+// replaces its hold's until binding succeeds or fails.
+func (c *quotaCache) reserveLocked(pod *corev1.Pod, requests corev1.ResourceList) {
+	if h := c.holds[pod.UID]; h != nil && h.charged {
+		c.releaseLocked(holdUID(pod.UID))
+		h.charged = false
+	}
+	c.tree.AddRequests(pod.UID, pod.Namespace, requests)
+	c.changed = true
+}
+
+// unreserve releases what Reserve charged when binding fails, and puts a
+// preemptor's hold back: its reclaim still stands.
+func (c *quotaCache) unreserve(pod *corev1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tree == nil {
+		return
+	}
+	c.releaseLocked(pod.UID)
+	if h := c.holds[pod.UID]; h != nil && !h.charged {
+		c.tree.AddRequests(holdUID(pod.UID), h.namespace, h.requests)
+		h.charged = true
+	}
+}
+
+// sweepHolds ends the holds older than holdTTL: their preemptors were never
+// placed, and the quota they hold back goes to whoever is admitted next.
+func (c *quotaCache) sweepHolds() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	for preemptor, h := range c.holds {
+		if now.Sub(h.started) > holdTTL {
+			c.metrics.reclaim(h.leaf, reclaimExpired)
+			c.endHoldLocked(preemptor)
+		}
+	}
+}
+
+// reclaimsInFlight counts victims of this scheduler's reclaims that still
+// exist.
+func (c *quotaCache) reclaimsInFlight() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
-	for preemptor, h := range c.holds {
-		if now.Sub(h.started) > holdTTL {
-			c.endHoldLocked(preemptor)
-			continue
-		}
+	for _, h := range c.holds {
 		n += h.victims.Len()
 	}
 	return n
@@ -193,12 +252,26 @@ func (c *quotaCache) deleteFlavor(name string) {
 	delete(c.flavors, name)
 }
 
+// keepsGuarantees is elastic.Tree.KeepsGuarantees on the tree in force.
+func (c *quotaCache) keepsGuarantees(namespace string, victims []types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tree == nil || c.tree.KeepsGuarantees(namespace, victims)
+}
+
+// chargedWithin is elastic.Tree.ChargedWithin on the tree in force.
+func (c *quotaCache) chargedWithin(namespace string, victims []types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.tree == nil || c.tree.ChargedWithin(namespace, victims)
+}
+
 // admitLocked checks requests against the tree. A preemptor's own hold is
 // released first: it is the room the reclaim made for this very pod. Callers hold
 // the lock.
 func (c *quotaCache) admitLocked(pod *corev1.Pod, requests corev1.ResourceList) elastic.Verdict {
-	h, held := c.holds[pod.UID]
-	if !held {
+	h := c.holds[pod.UID]
+	if h == nil || !h.charged {
 		return c.tree.Admit(pod.Namespace, requests)
 	}
 	scratch := c.tree.Scratch()

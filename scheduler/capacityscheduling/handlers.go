@@ -13,8 +13,9 @@ import (
 
 // registerHandlers wires the informers to the cache. Pod handlers sit on the
 // scheduler's own pod informer, so usage follows exactly the pods the scheduler
-// sees; PreFilter waits until they have been delivered once after a start.
-func (p *Plugin) registerHandlers(logger klog.Logger, pods, flavors cache.SharedIndexInformer) error {
+// sees; PreFilter waits until they have been delivered once after a start. It
+// returns the HasSynced of the tree and flavor handlers' registrations.
+func (p *Plugin) registerHandlers(logger klog.Logger, pods, flavors cache.SharedIndexInformer) ([]cache.InformerSynced, error) {
 	reg, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { p.onPod(obj) },
 		UpdateFunc: func(_, obj any) { p.onPod(obj) },
@@ -25,17 +26,18 @@ func (p *Plugin) registerHandlers(logger klog.Logger, pods, flavors cache.Shared
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("%s: pod handler: %w", Name, err)
+		return nil, fmt.Errorf("%s: pod handler: %w", Name, err)
 	}
 	p.podsReady = reg.HasSynced
 
 	syncTrees := func(any) { p.syncTrees(logger) }
-	if _, err := p.trees.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	treesReg, err := p.trees.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    syncTrees,
 		UpdateFunc: func(_, obj any) { syncTrees(obj) },
 		DeleteFunc: syncTrees,
-	}); err != nil {
-		return fmt.Errorf("%s: tree handler: %w", Name, err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: tree handler: %w", Name, err)
 	}
 
 	onFlavor := func(obj any) {
@@ -43,7 +45,7 @@ func (p *Plugin) registerHandlers(logger klog.Logger, pods, flavors cache.Shared
 			p.cache.updateFlavor(f)
 		}
 	}
-	if _, err := flavors.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	flavorsReg, err := flavors.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    onFlavor,
 		UpdateFunc: func(_, obj any) { onFlavor(obj) },
 		DeleteFunc: func(obj any) {
@@ -54,10 +56,11 @@ func (p *Plugin) registerHandlers(logger klog.Logger, pods, flavors cache.Shared
 				p.cache.deleteFlavor(f.Name)
 			}
 		},
-	}); err != nil {
-		return fmt.Errorf("%s: flavor handler: %w", Name, err)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: flavor handler: %w", Name, err)
 	}
-	return nil
+	return []cache.InformerSynced{treesReg.HasSynced, flavorsReg.HasSynced}, nil
 }
 
 func (p *Plugin) onPod(obj any) {

@@ -12,8 +12,14 @@ import (
 
 // EventsToRegister lists what can unblock a pod this plugin refused, with hints
 // that requeue only the pods an event can help.
-func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+func (p *Plugin) EventsToRegister(ctx context.Context) ([]fwk.ClusterEventWithHint, error) {
+	// DefaultPreemption's own, which let a preemptor its PreEnqueue held back
+	// in again.
+	upstream, err := p.defaultPreemption.EventsToRegister(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return append(upstream, []fwk.ClusterEventWithHint{
 		// A charged pod leaving, or shrinking, frees quota on its path.
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodRelease},
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.UpdatePodScaleDown}, QueueingHintFn: p.isSchedulableAfterPodRelease},
@@ -24,7 +30,7 @@ func (p *Plugin) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint
 		// A new tree or flavor changes every decision.
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource(treesResource.Resource + "." + treesResource.Version + "." + treesResource.Group), ActionType: fwk.All}},
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource(flavorsResource.Resource + "." + flavorsResource.Version + "." + flavorsResource.Group), ActionType: fwk.All}},
-	}, nil
+	}...), nil
 }
 
 // isSchedulableAfterPodRelease requeues the pending pod when the released pod's

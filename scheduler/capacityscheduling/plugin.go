@@ -13,13 +13,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	schedulermetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
+	"k8s.io/utils/clock"
 
 	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
@@ -45,7 +49,13 @@ type Plugin struct {
 	cache     *quotaCache
 	trees     cache.SharedIndexInformer
 	podsReady func() bool
-	evaluator *preemption.Evaluator
+	// reclaimer runs this plugin's reclaim (preemption.Interface on Plugin);
+	// preemptor runs DefaultPreemption's victim choice within quota
+	// (quotaPreemption); defaultPreemption is upstream's plugin itself, for
+	// pods no tree governs. All three share one Executor.
+	reclaimer         *preemption.Evaluator
+	preemptor         *preemption.Evaluator
+	defaultPreemption *defaultpreemption.DefaultPreemption
 }
 
 var (
@@ -53,15 +63,16 @@ var (
 	_ fwk.FilterPlugin      = &Plugin{}
 	_ fwk.ReservePlugin     = &Plugin{}
 	_ fwk.PostFilterPlugin  = &Plugin{}
+	_ fwk.PreEnqueuePlugin  = &Plugin{}
 	_ fwk.EnqueueExtensions = &Plugin{}
 	_ preemption.Interface  = &Plugin{}
 )
 
-// New builds the plugin: it starts the tree and flavor informers and waits for
-// them, registers pod handlers on the scheduler's own pod informer, and starts the
-// status writer. ctx lives as long as the scheduler.
+// New builds the plugin: it starts the tree and flavor informers and waits
+// until its handlers have seen every tree and flavor, registers pod handlers on
+// the scheduler's own pod informer, and starts the status writer and the hold
+// sweep. ctx lives as long as the scheduler.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	logger := klog.FromContext(ctx).WithName(Name)
 	args, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err
@@ -70,28 +81,50 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, fmt.Errorf("%s: dynamic client: %w", Name, err)
 	}
+	trees := typedinformer.New[schedulingv1beta1.ElasticQuotaTree](dyn, treesResource, 0)
+	flavors := typedinformer.New[kueuev1beta1.ResourceFlavor](dyn, flavorsResource, 0)
+	p, err := newPlugin(ctx, h, args, trees, flavors, clock.RealClock{})
+	if err != nil {
+		return nil, err
+	}
+	if *args.WriteStatus {
+		writer := &statusWriter{cache: p.cache, trees: p.trees.GetStore(), client: dyn, interval: args.StatusUpdateInterval.Duration}
+		go writer.run(klog.NewContext(ctx, klog.FromContext(ctx).WithName(Name)), h.ClientSet())
+	}
+	return p, nil
+}
+
+// newPlugin is New with the informers and the clock given, for tests.
+func newPlugin(ctx context.Context, h fwk.Handle, args Args, trees, flavors cache.SharedIndexInformer, clk clock.PassiveClock) (*Plugin, error) {
+	logger := klog.FromContext(ctx).WithName(Name)
 	podInformer := h.SharedInformerFactory().Core().V1().Pods()
 	p := &Plugin{
 		handle: h,
 		args:   args,
-		cache:  newQuotaCache(podInformer.Lister()),
-		trees:  typedinformer.New[schedulingv1beta1.ElasticQuotaTree](dyn, treesResource, 0),
+		cache:  newQuotaCache(podInformer.Lister(), clk),
+		trees:  trees,
 	}
-	flavors := typedinformer.New[kueuev1beta1.ResourceFlavor](dyn, flavorsResource, 0)
-	if err := p.registerHandlers(logger, podInformer.Informer(), flavors); err != nil {
+	if *args.WriteStatus {
+		p.cache.metrics = newPluginMetrics(p.cache)
+	}
+	synced, err := p.registerHandlers(logger, podInformer.Informer(), flavors)
+	if err != nil {
 		return nil, err
 	}
-	go p.trees.RunWithContext(ctx)
+	go trees.RunWithContext(ctx)
 	go flavors.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), p.trees.HasSynced, flavors.HasSynced) {
-		return nil, fmt.Errorf("%s: ElasticQuotaTree and ResourceFlavor informers did not sync", Name)
+	// The handlers, not only the informers, must have seen every tree and
+	// flavor: the first cycle must find the tree in force.
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil, fmt.Errorf("%s: ElasticQuotaTree and ResourceFlavor handlers did not sync", Name)
 	}
-	executor := preemption.NewExecutor(h, feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
-	p.evaluator = preemption.NewEvaluator(Name, h, p, executor)
-	if *args.WriteStatus {
-		writer := &statusWriter{cache: p.cache, trees: p.trees.GetStore(), client: dyn, interval: args.StatusUpdateInterval.Duration}
-		go writer.run(klog.NewContext(ctx, logger), h.ClientSet())
+	fts := feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	if p.defaultPreemption, err = defaultpreemption.New(ctx, args.defaultPreemption(), h, fts); err != nil {
+		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
+	p.reclaimer = preemption.NewEvaluator(Name, h, p, p.defaultPreemption.Executor)
+	p.preemptor = preemption.NewEvaluator(Name, h, &quotaPreemption{DefaultPreemption: p.defaultPreemption, plugin: p}, p.defaultPreemption.Executor)
+	go wait.UntilWithContext(ctx, func(context.Context) { p.cache.sweepHolds() }, holdSweepInterval)
 	return p, nil
 }
 
@@ -99,10 +132,14 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 func (p *Plugin) Name() string { return Name }
 
 // stateData is what PreFilter learned about the pod, for the later extension
-// points of the same cycle.
+// points of the same cycle. No state means the pod is not governed: no tree is
+// in force or no leaf lists its namespace.
 type stateData struct {
 	requests corev1.ResourceList
 	verdict  elastic.Verdict
+	// rebuilding is set while usage is still being rebuilt after a start:
+	// nothing is decided, and nothing preempts.
+	rebuilding bool
 	// flavor and flavorLabels pin the pod to the flavor's nodes; flavor is empty
 	// when the pod's quota node names none.
 	flavor       string
@@ -135,7 +172,8 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	}
 	if !p.podsReady() {
 		p.cache.mu.Unlock()
-		return nil, fwk.NewStatus(fwk.Unschedulable, "quota usage is being rebuilt from the assigned pods")
+		state.Write(stateKey, &stateData{rebuilding: true})
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "quota usage is being rebuilt from the assigned pods")
 	}
 	var verdict elastic.Verdict
 	if tree.Tracks(pod.UID) {
@@ -146,6 +184,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		verdict = elastic.Verdict{Leaf: leaf.Name()}
 	} else {
 		verdict = p.cache.admitLocked(pod, requests)
+		p.cache.metrics.decided(verdict)
 	}
 	flavor := leaf.ResourceFlavor()
 	flavorLabels, flavorFound := p.cache.flavors[flavor]
@@ -203,38 +242,69 @@ func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Po
 	if v := p.cache.admitLocked(pod, s.requests); !v.Admitted() {
 		return fwk.NewStatus(fwk.Unschedulable, v.Message())
 	}
-	p.cache.endHoldLocked(pod.UID)
-	p.cache.tree.AddRequests(pod.UID, pod.Namespace, s.requests)
-	p.cache.changed = true
+	p.cache.reserveLocked(pod, s.requests)
 	return nil
 }
 
-// Unreserve releases what Reserve charged when binding fails.
+// Unreserve releases what Reserve charged when binding fails. A preemptor's
+// hold survives it: the reclaim is still owed to the pod.
 func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
-	p.cache.deletePod(pod.UID)
+	p.cache.unreserve(pod)
 }
 
-// PostFilter reclaims for a pod its quota refused: the library plans which pods
-// of quota nodes above their min to evict, and the framework's preemption
-// machinery picks a node, nominates the pod and evicts the victims.
+// PreEnqueue keeps a preemptor out of the queue while the API calls of its
+// preemption are in flight, as DefaultPreemption does (SchedulerAsyncPreemption).
+func (p *Plugin) PreEnqueue(ctx context.Context, pod *corev1.Pod) *fwk.Status {
+	return p.defaultPreemption.PreEnqueue(ctx, pod)
+}
+
+// PostFilter preempts as kube-scheduler does, within quota:
+//   - a pod no tree governs preempts exactly as DefaultPreemption would;
+//   - a pod its quota admitted preempts lower-priority pods for node room as
+//     DefaultPreemption picks them, taking no other owner below its min
+//     (quotaPreemption);
+//   - a pod its quota refused reclaims: the library plans which pods of quota
+//     nodes above their min to evict, and the framework's preemption machinery
+//     picks a node, nominates the pod and evicts the victims.
 func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	s, err := readState(state)
-	if err != nil || s.verdict.Admitted() {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
+	switch {
+	case err != nil:
+		return p.defaultPreemption.PostFilter(ctx, state, pod, m)
+	case s.rebuilding:
+		return nil, fwk.NewStatus(fwk.Unschedulable, "quota usage is being rebuilt from the assigned pods")
+	case s.verdict.Admitted():
+		schedulermetrics.PreemptionAttempts.Inc()
+		result, status := p.preemptor.Preempt(ctx, state, pod, m)
+		return result, prefixed("preemption: ", status)
 	}
 	plan, status := p.planReclaim(ctx, pod, s.requests)
 	if !status.IsSuccess() {
 		return nil, status
 	}
+	if ok, msg := p.PodEligibleToPreemptOthers(ctx, pod, nil); !ok {
+		// Waiting for an earlier reclaim is not a failure of this one.
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg)
+	}
 	s.plan = plan
-	result, status := p.evaluator.Preempt(ctx, state, pod, quotaRefusedEverywhere{m})
+	schedulermetrics.PreemptionAttempts.Inc()
+	result, status := p.reclaimer.Preempt(ctx, state, pod, quotaRefusedEverywhere{m})
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil && result.NominatedNodeName != "" {
-		p.cache.startHold(pod, s.requests, plan.victims)
+		p.cache.startHold(pod, s.verdict.Leaf, s.requests, plan.victims)
+		p.cache.metrics.reclaim(s.verdict.Leaf, reclaimStarted)
+	} else {
+		// The leaf is owed its min and the victims are known, yet no node
+		// takes the preemptor once they are gone, or the evictions failed.
+		p.cache.metrics.reclaim(s.verdict.Leaf, reclaimFailed)
 	}
+	return result, prefixed("reclaim: ", status)
+}
+
+func prefixed(prefix string, status *fwk.Status) *fwk.Status {
 	if msg := status.Message(); msg != "" {
-		return result, fwk.NewStatus(status.Code(), "reclaim: "+msg)
+		return fwk.NewStatus(status.Code(), prefix+msg)
 	}
-	return result, status
+	return status
 }
 
 func readState(state fwk.CycleState) (*stateData, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -130,7 +129,7 @@ func (p *Plugin) PodEligibleToPreemptOthers(_ context.Context, pod *corev1.Pod, 
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever {
 		return false, "not eligible due to preemptionPolicy=Never."
 	}
-	if n := p.cache.reclaimsInFlight(time.Now()); n > 0 {
+	if n := p.cache.reclaimsInFlight(); n > 0 {
 		return false, fmt.Sprintf("not eligible: %d pod(s) evicted by an earlier reclaim are still terminating", n)
 	}
 	return true, ""

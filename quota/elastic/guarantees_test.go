@@ -1,0 +1,57 @@
+package elastic
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestKeepsGuarantees(t *testing.T) {
+	// Seed 000's tree: root 40 cpu; root.a and root.b min 20; four leaves min
+	// 10, max 20, over namespace1..4.
+	tree := mustBuild(t, seedTree(t))
+	charge := func(uid, namespace, amount string) {
+		tree.AddPod(pod(uid, namespace, cpu(amount)))
+	}
+	charge("a1-x", "namespace1", "5")
+	charge("a2-x", "namespace2", "5")
+	charge("a2-y", "namespace2", "5")
+	charge("a2-z", "namespace2", "5") // root.a.2 at 15, 5 above its min
+	charge("b1-x", "namespace3", "5")
+	charge("b1-y", "namespace3", "5")
+	charge("b1-z", "namespace3", "5") // root.b.1 at 15 above its min, but root.b at 15, below its 20
+	charge("outside", "elsewhere", "5")
+
+	tests := []struct {
+		name    string
+		victims []string
+		want    bool
+	}{
+		{"own leaf: priority preemption as usual", []string{"a1-x"}, true},
+		{"a sibling leaf keeps its min", []string{"a2-x"}, true},
+		{"a sibling leaf taken below its min", []string{"a2-x", "a2-y"}, false},
+		{"a cousin leaf above min whose parent is below min", []string{"b1-x"}, false},
+		{"pods outside the tree", []string{"outside"}, true},
+		{"pods the tree does not track", []string{"gone"}, true},
+		{"none", nil, true},
+	}
+	for _, tt := range tests {
+		uids := make([]types.UID, 0, len(tt.victims))
+		for _, v := range tt.victims {
+			uids = append(uids, types.UID(v))
+		}
+		if got := tree.KeepsGuarantees("namespace1", uids); got != tt.want {
+			t.Errorf("%s: KeepsGuarantees(%v) = %v, want %v", tt.name, tt.victims, got, tt.want)
+		}
+	}
+	for victims, want := range map[string]bool{"a1-x": true, "outside": true, "gone": true, "a2-x": false, "b1-x": false} {
+		if got := tree.ChargedWithin("namespace1", []types.UID{types.UID(victims)}); got != want {
+			t.Errorf("ChargedWithin(%s) = %v, want %v", victims, got, want)
+		}
+	}
+	// A preemptor outside the tree shares no quota node with anyone, so even
+	// a pod of its "own" leaf is constrained.
+	if tree.KeepsGuarantees("elsewhere", []types.UID{"a1-x"}) {
+		t.Errorf("an ungoverned preemptor took root.a.1 (5 cpu, min 10) lower")
+	}
+}

@@ -1,0 +1,83 @@
+package capacityscheduling
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/component-base/metrics/testutil"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// TestMetrics reads the plugin's metrics the way Prometheus scrapes them from
+// kube-scheduler's registry.
+func TestMetrics(t *testing.T) {
+	const tree = `
+spec:
+  root:
+    name: root
+    min: {cpu: 8, memory: 8Gi}
+    max: {cpu: 8, memory: 8Gi}
+    children:
+    - {name: team-a, namespaces: [team-a], min: {cpu: 2}, max: {cpu: 4}}
+    - {name: team-b, namespaces: [team-b], min: {cpu: 6}}
+`
+	h := newHarness(t, world{tree: tree, nodes: []*corev1.Node{node("n1", "16")}, pods: []*corev1.Pod{
+		testPod("a-1", "team-a", "3", "n1", low, 0),
+	}})
+	h.plugin.cache.metrics = newPluginMetrics(h.plugin.cache)
+	for _, p := range []*corev1.Pod{
+		testPod("fits", "team-a", "1", "", low, 0),
+		testPod("too-big", "team-a", "2", "", low, 0),
+		testPod("free", "default", "100", "", low, 0),
+	} {
+		h.plugin.PreFilter(h.ctx, framework.NewCycleState(), p, nil)
+	}
+	h.plugin.cache.metrics.reclaim("team-b", reclaimFailed)
+
+	const want = `
+# HELP quotascale_elastic_quota_admitted_total [ALPHA] Scheduling attempts the ElasticQuotaTree admitted, by the pod's leaf.
+# TYPE quotascale_elastic_quota_admitted_total counter
+quotascale_elastic_quota_admitted_total{quota_node="team-a"} 1
+# HELP quotascale_elastic_quota_borrowed [ALPHA] How far a quota node's used is above its min (0 when it is not).
+# TYPE quotascale_elastic_quota_borrowed gauge
+quotascale_elastic_quota_borrowed{quota_node="root",resource="cpu"} 0
+quotascale_elastic_quota_borrowed{quota_node="root",resource="memory"} 0
+quotascale_elastic_quota_borrowed{quota_node="team-a",resource="cpu"} 1
+quotascale_elastic_quota_borrowed{quota_node="team-b",resource="cpu"} 0
+# HELP quotascale_elastic_quota_max [ALPHA] Max of a quota node, for every resource it limits.
+# TYPE quotascale_elastic_quota_max gauge
+quotascale_elastic_quota_max{quota_node="root",resource="cpu"} 8
+quotascale_elastic_quota_max{quota_node="root",resource="memory"} 8.589934592e+09
+quotascale_elastic_quota_max{quota_node="team-a",resource="cpu"} 4
+# HELP quotascale_elastic_quota_min [ALPHA] Guaranteed min of a quota node, for every resource its min names.
+# TYPE quotascale_elastic_quota_min gauge
+quotascale_elastic_quota_min{quota_node="root",resource="cpu"} 8
+quotascale_elastic_quota_min{quota_node="root",resource="memory"} 8.589934592e+09
+quotascale_elastic_quota_min{quota_node="team-a",resource="cpu"} 2
+quotascale_elastic_quota_min{quota_node="team-b",resource="cpu"} 6
+# HELP quotascale_elastic_quota_reclaims_total [ALPHA] Reclaims of a leaf's guaranteed min by result: started, placed (the preemptor was bound), failed (no preemption could be started), expired (the preemptor was not placed in time).
+# TYPE quotascale_elastic_quota_reclaims_total counter
+quotascale_elastic_quota_reclaims_total{quota_node="team-b",result="failed"} 1
+# HELP quotascale_elastic_quota_refused_total [ALPHA] Scheduling attempts the ElasticQuotaTree refused, once per quota node and resource the request would take past max.
+# TYPE quotascale_elastic_quota_refused_total counter
+quotascale_elastic_quota_refused_total{quota_node="team-a",resource="cpu"} 1
+# HELP quotascale_elastic_quota_tree_valid [ALPHA] 1 when the current generation of an ElasticQuotaTree (namespace/name) is valid, 0 when it is not.
+# TYPE quotascale_elastic_quota_tree_valid gauge
+quotascale_elastic_quota_tree_valid{tree="kube-system/elasticquotatree"} 1
+# HELP quotascale_elastic_quota_used [ALPHA] Requests charged to a quota node (its subtree's bound pods plus quota held for a reclaim); cpu in cores, memory in bytes.
+# TYPE quotascale_elastic_quota_used gauge
+quotascale_elastic_quota_used{quota_node="root",resource="cpu"} 3
+quotascale_elastic_quota_used{quota_node="root",resource="memory"} 0
+quotascale_elastic_quota_used{quota_node="team-a",resource="cpu"} 3
+quotascale_elastic_quota_used{quota_node="team-b",resource="cpu"} 0
+`
+	names := []string{"admitted_total", "borrowed", "max", "min", "reclaims_total", "refused_total", "tree_valid", "used"}
+	for i, n := range names {
+		names[i] = "quotascale_elastic_quota_" + n
+	}
+	if err := testutil.GatherAndCompare(legacyregistry.DefaultGatherer, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+}

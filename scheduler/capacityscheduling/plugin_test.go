@@ -1,0 +1,448 @@
+package capacityscheduling
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
+)
+
+// teamsTree: two teams with a guaranteed min of 8 cpu each out of 16, and a
+// spot leaf pinned to the spot ResourceFlavor.
+const teamsTree = `
+spec:
+  root:
+    name: root
+    min: {cpu: 16}
+    max: {cpu: 16}
+    children:
+    - {name: team-a, namespaces: [team-a], min: {cpu: 8}, max: {cpu: 16}}
+    - {name: team-b, namespaces: [team-b], min: {cpu: 8}, max: {cpu: 16}}
+    - {name: spot, namespaces: [spot], max: {cpu: 4}, attributes: {resourceflavors: spot}}
+`
+
+// fourLow are four low-priority 2-cpu pods of namespace on node n1, the oldest
+// first: DefaultPreemption reprieves older pods first, so the youngest, low-4,
+// is the one it evicts for 2 cpu.
+func fourLow(namespace string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := 1; i <= 4; i++ {
+		out = append(out, testPod(fmt.Sprintf("%s-low-%d", namespace, i), namespace, "2", "n1", low, time.Duration(5-i)*time.Hour))
+	}
+	return out
+}
+
+func TestPreFilter(t *testing.T) {
+	spotFlavor := flavor("spot", map[string]string{"pool": "spot"})
+	tests := []struct {
+		name     string
+		world    world
+		pod      *corev1.Pod
+		mutate   func(*harness)
+		wantCode fwk.Code
+		wantMsg  string
+		// wantLeaf is the leaf PreFilter recorded; empty when it recorded no state.
+		wantLeaf string
+	}{{
+		name:     "no tree: not governed",
+		world:    world{nodes: []*corev1.Node{node("n1", "8")}},
+		pod:      testPod("p", "team-a", "2", "", high, 0),
+		wantCode: fwk.Skip,
+	}, {
+		name:     "a namespace no leaf lists: not governed",
+		world:    world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "8")}},
+		pod:      testPod("p", "default", "2", "", high, 0),
+		wantCode: fwk.Skip,
+	}, {
+		name:     "admitted, no flavor: nothing for Filter to do",
+		world:    world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "8")}, pods: fourLow("team-a")},
+		pod:      testPod("p", "team-a", "8", "", high, 0),
+		wantCode: fwk.Skip,
+		wantLeaf: "team-a",
+	}, {
+		name:  "refused: every quota node over max, with the numbers",
+		world: world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "16")}, pods: append(fourLow("team-a"), fourLow("team-b")...)},
+		pod:   testPod("p", "team-a", "10", "", high, 0),
+		// team-a 8 + 10 > 16, root 16 + 10 > 16.
+		wantCode: fwk.UnschedulableAndUnresolvable,
+		wantMsg:  `exceeded elastic quota "team-a": cpu used 8, requested 10, max 16; exceeded elastic quota "root": cpu used 16, requested 10, max 16`,
+		wantLeaf: "team-a",
+	}, {
+		name:     "admitted with a flavor that exists: Filter pins the pod",
+		world:    world{tree: teamsTree, flavors: []*kueuev1beta1.ResourceFlavor{spotFlavor}, nodes: []*corev1.Node{node("n1", "8")}},
+		pod:      testPod("p", "spot", "2", "", high, 0),
+		wantCode: fwk.Success,
+		wantLeaf: "spot",
+	}, {
+		name:     "a flavor that does not exist",
+		world:    world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "8")}},
+		pod:      testPod("p", "spot", "2", "", high, 0),
+		wantCode: fwk.UnschedulableAndUnresolvable,
+		wantMsg:  `ResourceFlavor "spot" of quota node "spot" does not exist`,
+		wantLeaf: "spot",
+	}, {
+		name:     "a charged pod, moved by the autoscaler's scale-down simulation, is not charged twice",
+		world:    world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "8")}, pods: []*corev1.Pod{testPod("big", "spot", "4", "n1", low, 0)}},
+		pod:      testPod("big", "spot", "4", "n1", low, 0),
+		wantCode: fwk.UnschedulableAndUnresolvable, // only because the flavor is missing: quota admitted it
+		wantMsg:  `ResourceFlavor "spot" of quota node "spot" does not exist`,
+		wantLeaf: "spot",
+	}, {
+		name:     "usage not yet rebuilt after a start: nothing is decided",
+		world:    world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "8")}},
+		pod:      testPod("p", "team-a", "2", "", high, 0),
+		mutate:   func(h *harness) { h.plugin.podsReady = func() bool { return false } },
+		wantCode: fwk.UnschedulableAndUnresolvable,
+		wantMsg:  "quota usage is being rebuilt from the assigned pods",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, tt.world)
+			if tt.mutate != nil {
+				tt.mutate(h)
+			}
+			state := framework.NewCycleState()
+			_, status := h.plugin.PreFilter(h.ctx, state, tt.pod, nil)
+			if status.Code() != tt.wantCode || status.Message() != tt.wantMsg {
+				t.Errorf("PreFilter = %v %q, want %v %q", status.Code(), status.Message(), tt.wantCode, tt.wantMsg)
+			}
+			s, err := readState(state)
+			gotLeaf := ""
+			if err == nil {
+				gotLeaf = s.verdict.Leaf
+			}
+			if gotLeaf != tt.wantLeaf {
+				t.Errorf("state's leaf %q, want %q", gotLeaf, tt.wantLeaf)
+			}
+		})
+	}
+}
+
+func TestFilter(t *testing.T) {
+	h := newHarness(t, world{
+		tree:    teamsTree,
+		flavors: []*kueuev1beta1.ResourceFlavor{flavor("spot", map[string]string{"pool": "spot", "arch": "arm64"})},
+		nodes:   []*corev1.Node{node("n1", "8")},
+	})
+	spotNode := node("spot-1", "8")
+	spotNode.Labels = map[string]string{"pool": "spot", "arch": "arm64", "zone": "a"}
+	halfSpot := node("half", "8")
+	halfSpot.Labels = map[string]string{"pool": "spot"}
+	tests := []struct {
+		name     string
+		pod      *corev1.Pod
+		node     *corev1.Node
+		wantCode fwk.Code
+		wantMsg  string
+	}{
+		{"every flavor label", testPod("p", "spot", "1", "", low, 0), spotNode, fwk.Success, ""},
+		{"one flavor label missing", testPod("p", "spot", "1", "", low, 0), halfSpot, fwk.UnschedulableAndUnresolvable,
+			`node(s) didn't match ResourceFlavor "spot" of quota node "spot"`},
+		{"no flavor: any node", testPod("p", "team-a", "1", "", low, 0), halfSpot, fwk.Success, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := framework.NewCycleState()
+			h.plugin.PreFilter(h.ctx, state, tt.pod, nil)
+			info := framework.NewNodeInfo()
+			info.SetNode(tt.node)
+			status := h.plugin.Filter(h.ctx, state, tt.pod, info)
+			if status.Code() != tt.wantCode || status.Message() != tt.wantMsg {
+				t.Errorf("Filter = %v %q, want %v %q", status.Code(), status.Message(), tt.wantCode, tt.wantMsg)
+			}
+		})
+	}
+	if status := h.plugin.Filter(h.ctx, framework.NewCycleState(), testPod("p", "spot", "1", "", low, 0), framework.NewNodeInfo()); status.Code() != fwk.Error {
+		t.Errorf("Filter without PreFilter state = %v, want an error", status)
+	}
+}
+
+// usedCPU is a quota node's cpu usage as the plugin counts it.
+func (h *harness) usedCPU(node string) string {
+	h.plugin.cache.mu.Lock()
+	defer h.plugin.cache.mu.Unlock()
+	used, _ := h.plugin.cache.tree.Used(node)
+	q := used[corev1.ResourceCPU]
+	return q.String()
+}
+
+func TestReserve(t *testing.T) {
+	type step struct {
+		do       string
+		pod      *corev1.Pod
+		wantCode fwk.Code
+		// wantUsed is team-a's cpu after the step.
+		wantUsed string
+	}
+	pending := testPod("p", "team-a", "6", "", high, 0)
+	other := testPod("other", "team-a", "6", "n1", high, 0)
+	tests := []struct {
+		name  string
+		steps []step
+	}{{
+		name: "Reserve charges, Unreserve releases",
+		steps: []step{
+			{do: "reserve", pod: pending, wantUsed: "6"},
+			{do: "unreserve", pod: pending, wantUsed: "0"},
+		},
+	}, {
+		name: "a pod charged since PreFilter is re-checked at Reserve",
+		steps: []step{
+			{do: "prefilter", pod: pending, wantUsed: "0"},
+			{do: "informer", pod: other, wantUsed: "6"},
+			{do: "prefilter", pod: testPod("q", "team-a", "6", "", high, 0), wantUsed: "6"},
+			{do: "informer", pod: testPod("third", "team-a", "6", "n1", high, 0), wantUsed: "12"},
+			// 12 + 6 > 16: refused now, though PreFilter admitted it.
+			{do: "reserve-only", pod: testPod("q", "team-a", "6", "", high, 0), wantCode: fwk.Unschedulable, wantUsed: "12"},
+		},
+	}, {
+		name: "a pod no tree governs is not charged",
+		steps: []step{
+			{do: "reserve", pod: testPod("free", "default", "6", "", high, 0), wantUsed: "0"},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "32")}})
+			states := map[string]fwk.CycleState{}
+			for i, s := range tt.steps {
+				var status *fwk.Status
+				switch s.do {
+				case "prefilter":
+					states[s.pod.Name], _ = h.preFilter(s.pod)
+				case "reserve":
+					states[s.pod.Name], _ = h.preFilter(s.pod)
+					status = h.plugin.Reserve(h.ctx, states[s.pod.Name], s.pod, "n1")
+				case "reserve-only":
+					status = h.plugin.Reserve(h.ctx, states[s.pod.Name], s.pod, "n1")
+				case "unreserve":
+					h.plugin.Unreserve(h.ctx, states[s.pod.Name], s.pod, "n1")
+				case "informer":
+					h.plugin.cache.updatePod(s.pod)
+				}
+				if status.Code() != s.wantCode {
+					t.Errorf("step %d (%s %s): %v, want %v", i, s.do, s.pod.Name, status, s.wantCode)
+				}
+				if got := h.usedCPU("team-a"); got != s.wantUsed {
+					t.Errorf("step %d (%s %s): team-a used %s, want %s", i, s.do, s.pod.Name, got, s.wantUsed)
+				}
+			}
+		})
+	}
+}
+
+// TestHolds follows the quota a reclaim holds for its preemptor: taken when
+// the victims are chosen, replaced by the preemptor's own charge while it is
+// reserved, put back when its binding fails, and given up when it is bound,
+// or by the sweep once it is older than holdTTL.
+func TestHolds(t *testing.T) {
+	preemptor := testPod("preemptor", "team-a", "4", "", high, 0)
+	victim := testPod("victim", "team-b", "4", "n1", low, time.Hour)
+	tests := []struct {
+		name string
+		// steps run in order; used is team-a's cpu after each.
+		steps []string
+		used  []string
+	}{
+		{"bound", []string{"hold", "reserve", "bound"}, []string{"4", "4", "4"}},
+		{"binding fails, the hold stays", []string{"hold", "reserve", "unreserve"}, []string{"4", "4", "4"}},
+		{"binding fails, then the sweep after holdTTL", []string{"hold", "reserve", "unreserve", "sweep-early", "sweep-late"}, []string{"4", "4", "4", "4", "0"}},
+		{"the preemptor deleted", []string{"hold", "deleted"}, []string{"4", "0"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "32")}, pods: []*corev1.Pod{victim, preemptor}})
+			state, _ := h.preFilter(preemptor)
+			for i, step := range tt.steps {
+				switch step {
+				case "hold":
+					h.plugin.cache.startHold(preemptor, "team-a", cpuList("4"), []*corev1.Pod{victim})
+				case "reserve":
+					if status := h.plugin.Reserve(h.ctx, state, preemptor, "n1"); !status.IsSuccess() {
+						t.Fatalf("Reserve: %v", status)
+					}
+				case "unreserve":
+					h.plugin.Unreserve(h.ctx, state, preemptor, "n1")
+				case "bound":
+					bound := preemptor.DeepCopy()
+					bound.Spec.NodeName = "n1"
+					h.plugin.cache.updatePod(bound)
+				case "deleted":
+					h.plugin.cache.deletePod(preemptor.UID)
+				case "sweep-early":
+					h.clock.Step(holdTTL)
+					h.plugin.cache.sweepHolds()
+				case "sweep-late":
+					h.clock.Step(time.Second)
+					h.plugin.cache.sweepHolds()
+				}
+				if got := h.usedCPU("team-a"); got != tt.used[i] {
+					t.Errorf("after %s: team-a used %s, want %s", step, got, tt.used[i])
+				}
+			}
+		})
+	}
+}
+
+func TestPostFilter(t *testing.T) {
+	// borrowerTree: team-b's min is 4, so what it runs above 4 is borrowed.
+	const borrowerTree = `
+spec:
+  root:
+    name: root
+    min: {cpu: 16}
+    max: {cpu: 16}
+    children:
+    - {name: team-a, namespaces: [team-a], min: {cpu: 8}, max: {cpu: 16}}
+    - {name: team-b, namespaces: [team-b], min: {cpu: 4}, max: {cpu: 16}}
+`
+	// smallTree fits one 8-cpu node: whoever runs above 4 borrows.
+	const smallTree = `
+spec:
+  root:
+    name: root
+    min: {cpu: 8}
+    max: {cpu: 8}
+    children:
+    - {name: team-a, namespaces: [team-a], min: {cpu: 4}, max: {cpu: 8}}
+    - {name: team-b, namespaces: [team-b], min: {cpu: 4}, max: {cpu: 8}}
+`
+	eight := []*corev1.Node{node("n1", "8")}
+	never := testPod("p", "team-a", "2", "", high, 0)
+	never.Spec.PreemptionPolicy = new(corev1.PreemptNever)
+	mixed := []*corev1.Pod{
+		testPod("a-1", "team-a", "2", "n1", low, 10*time.Hour),
+		testPod("a-2", "team-a", "2", "n1", low, 9*time.Hour),
+		testPod("b-1", "team-b", "2", "n1", low, 8*time.Hour),
+		testPod("b-2", "team-b", "2", "n1", low, 7*time.Hour),
+		testPod("b-3", "team-b", "2", "n1", low, 6*time.Hour),
+	}
+	tests := []struct {
+		name          string
+		world         world
+		pod           *corev1.Pod
+		mutate        func(*harness)
+		wantCode      fwk.Code
+		wantNominated string
+		wantVictims   []string
+		// wantHeld is team-a's cpu after PostFilter, when set.
+		wantHeld string
+	}{{
+		name:          "no tree: DefaultPreemption",
+		world:         world{nodes: eight, pods: fourLow("team-b")},
+		pod:           testPod("p", "team-a", "2", "", high, 0),
+		wantCode:      fwk.Success,
+		wantNominated: "n1",
+		wantVictims:   []string{"team-b-low-4"},
+	}, {
+		// System pods live outside any tree: they preempt governed pods as
+		// upstream's scheduler lets them.
+		name:          "a pod outside the tree preempts as DefaultPreemption would, governed pods included",
+		world:         world{tree: teamsTree, nodes: eight, pods: fourLow("team-b")},
+		pod:           testPod("p", "kube-system", "2", "", high, 0),
+		wantCode:      fwk.Success,
+		wantNominated: "n1",
+		wantVictims:   []string{"team-b-low-4"},
+	}, {
+		name:          "inside one leaf: lower-priority pods of the leaf",
+		world:         world{tree: teamsTree, nodes: eight, pods: fourLow("team-a")},
+		pod:           testPod("p", "team-a", "2", "", high, 0),
+		wantCode:      fwk.Success,
+		wantNominated: "n1",
+		wantVictims:   []string{"team-a-low-4"},
+	}, {
+		name:     "not the pods of another leaf at its min",
+		world:    world{tree: teamsTree, nodes: eight, pods: fourLow("team-b")},
+		pod:      testPod("p", "team-a", "2", "", high, 0),
+		wantCode: fwk.Unschedulable,
+	}, {
+		name:          "a pod of another leaf that only borrowed",
+		world:         world{tree: borrowerTree, nodes: eight, pods: fourLow("team-b")},
+		pod:           testPod("p", "team-a", "2", "", high, 0),
+		wantCode:      fwk.Success,
+		wantNominated: "n1",
+		wantVictims:   []string{"team-b-low-4"},
+	}, {
+		// DefaultPreemption alone would reprieve the oldest pods, team-a's,
+		// and evict b-2 and b-3, taking team-b from 6 to 2, below its min of 4.
+		name:          "several pods of another leaf that would go below its min together: the leaf's own instead",
+		world:         world{tree: borrowerTree, nodes: []*corev1.Node{node("n1", "10")}, pods: mixed},
+		pod:           testPod("p", "team-a", "4", "", high, 0),
+		wantCode:      fwk.Success,
+		wantNominated: "n1",
+		wantVictims:   []string{"a-1", "a-2"},
+	}, {
+		name:          "pods outside the tree",
+		world:         world{tree: teamsTree, nodes: eight, pods: fourLow("default")},
+		pod:           testPod("p", "team-a", "2", "", high, 0),
+		wantCode:      fwk.Success,
+		wantNominated: "n1",
+		wantVictims:   []string{"default-low-4"},
+	}, {
+		name:     "only lower priorities",
+		world:    world{tree: teamsTree, nodes: eight, pods: fourLow("team-a")},
+		pod:      testPod("p", "team-a", "2", "", low, 0),
+		wantCode: fwk.Unschedulable,
+	}, {
+		name:     "preemptionPolicy Never",
+		world:    world{tree: teamsTree, nodes: eight, pods: fourLow("team-a")},
+		pod:      never,
+		wantCode: fwk.Unschedulable,
+	}, {
+		name:          "refused by quota: reclaim from the leaf that borrows, and hold the room",
+		world:         world{tree: smallTree, nodes: eight, pods: fourLow("team-b")},
+		pod:           testPod("p", "team-a", "2", "", low, 0),
+		wantCode:      fwk.Success,
+		wantNominated: "n1",
+		wantVictims:   []string{"team-b-low-4"},
+		wantHeld:      "2",
+	}, {
+		name: "refused by quota past the leaf's min: no reclaim",
+		world: world{tree: smallTree, nodes: eight, pods: append(fourLow("team-b")[:2],
+			testPod("a-1", "team-a", "2", "n1", low, time.Hour), testPod("a-2", "team-a", "2", "n1", low, time.Hour))},
+		pod:      testPod("p", "team-a", "2", "", low, 0),
+		wantCode: fwk.Unschedulable,
+		wantHeld: "4",
+	}, {
+		name:     "usage not yet rebuilt: nothing preempts",
+		world:    world{tree: teamsTree, nodes: eight, pods: fourLow("team-a")},
+		pod:      testPod("p", "team-a", "2", "", high, 0),
+		mutate:   func(h *harness) { h.plugin.podsReady = func() bool { return false } },
+		wantCode: fwk.Unschedulable,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.world.pods = append(tt.world.pods, tt.pod)
+			h := newHarness(t, tt.world)
+			if tt.mutate != nil {
+				tt.mutate(h)
+			}
+			state, _ := h.preFilter(tt.pod)
+			result, status := h.plugin.PostFilter(h.ctx, state, tt.pod, h.unschedulableEverywhere(tt.world.nodes))
+			if status.Code() != tt.wantCode {
+				t.Errorf("PostFilter = %v, want %v", status, tt.wantCode)
+			}
+			nominated := ""
+			if result != nil && result.NominatingInfo != nil {
+				nominated = result.NominatedNodeName
+			}
+			if nominated != tt.wantNominated {
+				t.Errorf("nominated %q, want %q (status %v)", nominated, tt.wantNominated, status)
+			}
+			if diff := cmp.Diff(tt.wantVictims, h.victims()); diff != "" {
+				t.Errorf("victims (-want +got):\n%s", diff)
+			}
+			if tt.wantHeld != "" {
+				if got := h.usedCPU("team-a"); got != tt.wantHeld {
+					t.Errorf("team-a used %s after PostFilter, want %s", got, tt.wantHeld)
+				}
+			}
+		})
+	}
+}
