@@ -46,6 +46,9 @@ var wantRunbooks = map[string]string{
 	"ScaleUpBlockedByCapacityQuota": runbookPrefix + "docs/runbooks/scale-up-blocked-by-capacity-quota.md",
 	"CapacityQuotaInvalid":          runbookPrefix + "docs/runbooks/capacity-quota-invalid.md",
 	"CapacityQuotaNearLimit":        runbookPrefix + "docs/runbooks/capacity-quota-near-limit.md",
+	"ElasticQuotaTreeInvalid":       runbookPrefix + "docs/runbooks/elastic-quota-tree-invalid.md",
+	"ElasticQuotaAtMaxPodsPending":  runbookPrefix + "docs/runbooks/elastic-quota-at-max-pods-pending.md",
+	"ElasticQuotaReclaimFailing":    runbookPrefix + "docs/runbooks/elastic-quota-reclaim-failing.md",
 }
 
 // newParser is the parser Prometheus uses when no feature flag is set, so the
@@ -129,6 +132,7 @@ func TestKebab(t *testing.T) {
 		"ScaleUpBlockedByCapacityQuota": "scale-up-blocked-by-capacity-quota",
 		"CapacityQuotaInvalid":          "capacity-quota-invalid",
 		"CapacityQuotaNearLimit":        "capacity-quota-near-limit",
+		"ElasticQuotaAtMaxPodsPending":  "elastic-quota-at-max-pods-pending",
 	} {
 		if got := kebab(in); got != want {
 			t.Errorf("kebab(%q) = %q, want %q", in, got, want)
@@ -152,6 +156,16 @@ type alert struct {
 	Annotations map[string]string
 }
 
+// alertCase is a load of series and the alerts active at checkpoints.
+type alertCase struct {
+	name string
+	// load is promqltest's load command, one sample per minute. Every
+	// series carries the instance and pod labels a scrape adds, which the
+	// rules must aggregate away.
+	load string
+	want []at
+}
+
 // at is what must be active right after the evaluation at At, counted from
 // the start of the load.
 type at struct {
@@ -172,6 +186,18 @@ func nearLimit(quota, resource string) map[string]string {
 	return map[string]string{"alertname": "CapacityQuotaNearLimit", "severity": "info", "quota": quota, "resource": resource}
 }
 
+func treeInvalid(tree string) map[string]string {
+	return map[string]string{"alertname": "ElasticQuotaTreeInvalid", "severity": "warning", "tree": tree}
+}
+
+func atMax(node, resource string) map[string]string {
+	return map[string]string{"alertname": "ElasticQuotaAtMaxPodsPending", "severity": "info", "quota_node": node, "resource": resource}
+}
+
+func reclaimFailing(node string) map[string]string {
+	return map[string]string{"alertname": "ElasticQuotaReclaimFailing", "severity": "warning", "quota_node": node}
+}
+
 const (
 	pending = "pending"
 	firing  = "firing"
@@ -181,14 +207,8 @@ func TestAlerts(t *testing.T) {
 	// fired records which alerts some case saw firing, so that no rule of the
 	// file goes untested.
 	fired := map[string]bool{}
-	for _, tc := range []struct {
-		name string
-		// load is promqltest's load command, one sample per minute. Every
-		// series carries the instance and pod labels a scrape adds, which the
-		// rules must aggregate away.
-		load string
-		want []at
-	}{
+	var cases []alertCase
+	for _, tc := range []alertCase{
 		{
 			// Fires on the first evaluation that sees an increment, one alert
 			// per quota and node group whatever resources were short, and
@@ -504,6 +524,10 @@ load 1m
 			want: []at{{At: 15 * time.Minute, Alerts: []alert{{State: firing, Labels: invalid("bad-selector")}}}},
 		},
 	} {
+		cases = append(cases, tc)
+	}
+	cases = append(cases, elasticQuotaCases...)
+	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := evaluate(t, tc.load, tc.want)
 			for i, w := range tc.want {

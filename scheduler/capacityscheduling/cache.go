@@ -47,6 +47,9 @@ type quotaCache struct {
 	clock     clock.PassiveClock
 	// metrics is nil in the autoscaler's simulation.
 	metrics *pluginMetrics
+	// refused are the quota nodes and resources that refused each pod's last
+	// scheduling attempt, while metrics are exported.
+	refused map[types.UID][]quotaResource
 }
 
 type hold struct {
@@ -80,6 +83,14 @@ func newQuotaCache(podLister corelisters.PodLister, clk clock.PassiveClock) *quo
 	}
 }
 
+// exportMetrics registers the metrics and points them at this cache.
+func (c *quotaCache) exportMetrics() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.refused = map[types.UID][]quotaResource{}
+	c.metrics = newPluginMetrics(c)
+}
+
 // assigned reports whether the pod occupies capacity: bound to a node and not
 // finished.
 func assigned(pod *corev1.Pod) bool {
@@ -106,6 +117,7 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 		c.releaseLocked(pod.UID)
 		return
 	}
+	delete(c.refused, pod.UID)
 	if c.holds[pod.UID] != nil {
 		// The preemptor is bound: the reclaim is complete.
 		c.metrics.reclaim(c.holds[pod.UID].leaf, reclaimPlaced)
@@ -123,6 +135,7 @@ func (c *quotaCache) deletePod(uid types.UID) {
 		return
 	}
 	c.endHoldLocked(uid)
+	delete(c.refused, uid)
 	for _, h := range c.holds {
 		h.victims.Delete(uid)
 	}
@@ -231,6 +244,7 @@ func (c *quotaCache) setTreeLocked(logger klog.Logger, t *elastic.Tree) {
 	}
 	if t == nil {
 		c.holds = map[types.UID]*hold{}
+		clear(c.refused)
 	}
 	c.tree = t
 	c.changed = true

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -54,6 +55,9 @@ var (
 		"Max of a quota node, for every resource it limits.", quotaLabels, nil, metrics.ALPHA, "")
 	borrowedDesc = metrics.NewDesc(metricsNamespace+"_"+metricsSubsystem+"_borrowed",
 		"How far a quota node's used is above its min (0 when it is not).", quotaLabels, nil, metrics.ALPHA, "")
+	pendingDesc = metrics.NewDesc(metricsNamespace+"_"+metricsSubsystem+"_pending_pods",
+		"Pods whose last scheduling attempt the ElasticQuotaTree refused because they would take this quota node past its max on this resource.",
+		quotaLabels, nil, metrics.ALPHA, "")
 	validDesc = metrics.NewDesc(metricsNamespace+"_"+metricsSubsystem+"_tree_valid",
 		"1 when the current generation of an ElasticQuotaTree (namespace/name) is valid, 0 when it is not.",
 		[]string{"tree"}, nil, metrics.ALPHA, "")
@@ -81,19 +85,32 @@ func newPluginMetrics(c *quotaCache) *pluginMetrics {
 	return &pluginMetrics{}
 }
 
-func (m *pluginMetrics) decided(v elastic.Verdict) {
-	if m == nil || !v.Governed() {
+// decidedLocked counts a quota decision about pod and remembers a refusal
+// until the pod is admitted, bound or deleted, for pending_pods. The caller
+// holds the cache's lock.
+func (c *quotaCache) decidedLocked(pod types.UID, v elastic.Verdict) {
+	if c.metrics == nil || !v.Governed() {
 		return
 	}
 	if v.Admitted() {
 		admittedTotal.WithLabelValues(v.Leaf).Inc()
+		delete(c.refused, pod)
 		return
 	}
+	var blocked []quotaResource
 	for _, e := range v.Excesses {
 		for _, r := range e.Resources {
 			refusedTotal.WithLabelValues(e.Node, string(r.Resource)).Inc()
+			blocked = append(blocked, quotaResource{e.Node, r.Resource})
 		}
 	}
+	c.refused[pod] = blocked
+}
+
+// quotaResource is one resource of one quota node.
+type quotaResource struct {
+	node     string
+	resource corev1.ResourceName
 }
 
 func (m *pluginMetrics) reclaim(leaf, result string) {
@@ -110,7 +127,7 @@ type quotaCollector struct {
 }
 
 func (q *quotaCollector) DescribeWithStability(ch chan<- *metrics.Desc) {
-	for _, d := range []*metrics.Desc{usedDesc, minDesc, maxDesc, borrowedDesc, validDesc} {
+	for _, d := range []*metrics.Desc{usedDesc, minDesc, maxDesc, borrowedDesc, pendingDesc, validDesc} {
 		ch <- d
 	}
 }
@@ -127,6 +144,16 @@ func (q *quotaCollector) CollectWithStability(ch chan<- metrics.Metric) {
 			nodes = append(nodes, nodeFigures{name: s.Name, used: s.Used, min: s.Min, max: s.Max, borrowed: s.Borrowed})
 		}
 	}
+	pending := map[quotaResource]int{}
+	for _, blocked := range c.refused {
+		for _, b := range blocked {
+			if c.tree != nil {
+				if _, exists := c.tree.Node(b.node); exists {
+					pending[b]++
+				}
+			}
+		}
+	}
 	valid := make(map[string]bool, len(c.lifecycle.decisions))
 	for key, d := range c.lifecycle.decisions {
 		valid[key] = d.problems == ""
@@ -140,6 +167,9 @@ func (q *quotaCollector) CollectWithStability(ch chan<- metrics.Metric) {
 		// Every resource the node uses gets a borrowed figure, 0 included,
 		// so that "borrowed > 0" does not depend on a series appearing.
 		gauges(ch, borrowedDesc, n.name, n.borrowed, n.used)
+	}
+	for b, n := range pending {
+		ch <- metrics.NewLazyConstMetric(pendingDesc, metrics.GaugeValue, float64(n), b.node, string(b.resource))
 	}
 	for tree, ok := range valid {
 		v := 0.0

@@ -26,7 +26,7 @@ spec:
 	h := newHarness(t, world{tree: tree, nodes: []*corev1.Node{node("n1", "16")}, pods: []*corev1.Pod{
 		testPod("a-1", "team-a", "3", "n1", low, 0),
 	}})
-	h.plugin.cache.metrics = newPluginMetrics(h.plugin.cache)
+	h.plugin.cache.exportMetrics()
 	for _, p := range []*corev1.Pod{
 		testPod("fits", "team-a", "1", "", low, 0),
 		testPod("too-big", "team-a", "2", "", low, 0),
@@ -35,6 +35,10 @@ spec:
 		h.plugin.PreFilter(h.ctx, framework.NewCycleState(), p, nil)
 	}
 	h.plugin.cache.metrics.reclaim("team-b", reclaimFailed)
+	// A refused pod that is deleted is no longer pending.
+	gone := testPod("gone", "team-a", "2", "", low, 0)
+	h.plugin.PreFilter(h.ctx, framework.NewCycleState(), gone, nil)
+	h.plugin.cache.deletePod(gone.UID)
 
 	const want = `
 # HELP quotascale_elastic_quota_admitted_total [ALPHA] Scheduling attempts the ElasticQuotaTree admitted, by the pod's leaf.
@@ -57,12 +61,15 @@ quotascale_elastic_quota_min{quota_node="root",resource="cpu"} 8
 quotascale_elastic_quota_min{quota_node="root",resource="memory"} 8.589934592e+09
 quotascale_elastic_quota_min{quota_node="team-a",resource="cpu"} 2
 quotascale_elastic_quota_min{quota_node="team-b",resource="cpu"} 6
+# HELP quotascale_elastic_quota_pending_pods [ALPHA] Pods whose last scheduling attempt the ElasticQuotaTree refused because they would take this quota node past its max on this resource.
+# TYPE quotascale_elastic_quota_pending_pods gauge
+quotascale_elastic_quota_pending_pods{quota_node="team-a",resource="cpu"} 1
 # HELP quotascale_elastic_quota_reclaims_total [ALPHA] Reclaims of a leaf's guaranteed min by result: started, placed (the preemptor was bound), failed (no preemption could be started), expired (the preemptor was not placed in time).
 # TYPE quotascale_elastic_quota_reclaims_total counter
 quotascale_elastic_quota_reclaims_total{quota_node="team-b",result="failed"} 1
 # HELP quotascale_elastic_quota_refused_total [ALPHA] Scheduling attempts the ElasticQuotaTree refused, once per quota node and resource the request would take past max.
 # TYPE quotascale_elastic_quota_refused_total counter
-quotascale_elastic_quota_refused_total{quota_node="team-a",resource="cpu"} 1
+quotascale_elastic_quota_refused_total{quota_node="team-a",resource="cpu"} 2
 # HELP quotascale_elastic_quota_tree_valid [ALPHA] 1 when the current generation of an ElasticQuotaTree (namespace/name) is valid, 0 when it is not.
 # TYPE quotascale_elastic_quota_tree_valid gauge
 quotascale_elastic_quota_tree_valid{tree="kube-system/elasticquotatree"} 1
@@ -73,7 +80,7 @@ quotascale_elastic_quota_used{quota_node="root",resource="memory"} 0
 quotascale_elastic_quota_used{quota_node="team-a",resource="cpu"} 3
 quotascale_elastic_quota_used{quota_node="team-b",resource="cpu"} 0
 `
-	names := []string{"admitted_total", "borrowed", "max", "min", "reclaims_total", "refused_total", "tree_valid", "used"}
+	names := []string{"admitted_total", "borrowed", "max", "min", "pending_pods", "reclaims_total", "refused_total", "tree_valid", "used"}
 	for i, n := range names {
 		names[i] = "quotascale_elastic_quota_" + n
 	}

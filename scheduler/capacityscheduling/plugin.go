@@ -105,7 +105,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args Args, trees, flavors cach
 		trees:  trees,
 	}
 	if *args.WriteStatus {
-		p.cache.metrics = newPluginMetrics(p.cache)
+		p.cache.exportMetrics()
 	}
 	synced, err := p.registerHandlers(logger, podInformer.Informer(), flavors)
 	if err != nil {
@@ -184,7 +184,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		verdict = elastic.Verdict{Leaf: leaf.Name()}
 	} else {
 		verdict = p.cache.admitLocked(pod, requests)
-		p.cache.metrics.decided(verdict)
+		p.cache.decidedLocked(pod.UID, verdict)
 	}
 	flavor := leaf.ResourceFlavor()
 	flavorLabels, flavorFound := p.cache.flavors[flavor]
