@@ -6,12 +6,14 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	configv1 "k8s.io/kube-scheduler/config/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
 	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	schedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
@@ -20,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/quotascale/quotascale/scheduler/capacityscheduling"
+	"github.com/quotascale/quotascale/scheduler/webhook"
 )
 
 // SchedulerOptions configure the in-process kube-scheduler. The zero value is
@@ -72,6 +75,8 @@ type schedulerRunner struct {
 	mu     sync.Mutex
 	cancel context.CancelFunc
 	done   chan struct{}
+	// webhook serves the running scheduler's admission webhook.
+	webhook webhookServer
 }
 
 // StartScheduler starts the kube-scheduler with opts, stopping a running one first.
@@ -84,6 +89,16 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) err
 	versioned, registry, err := opts.resolve()
 	if err != nil {
 		return err
+	}
+	// The admission webhook judges with the plugin this scheduler builds.
+	newPlugin := registry[capacityscheduling.Name]
+	var reviewer webhook.Reviewer
+	registry[capacityscheduling.Name] = func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		p, err := newPlugin(ctx, obj, h)
+		if r, ok := p.(webhook.Reviewer); ok && err == nil {
+			reviewer = r
+		}
+		return p, err
 	}
 	cfg, err := internalSchedulerConfig(versioned)
 	if err != nil {
@@ -126,6 +141,19 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) err
 		cancel()
 		return fmt.Errorf("waiting for the scheduler's event handlers: %w", err)
 	}
+	if reviewer != nil {
+		c.scheduler.webhook.setReviewer(reviewer)
+		if err := c.startWebhook(ctx); err != nil {
+			cancel()
+			return err
+		}
+		if c.scheduler.webhook.available.Load() {
+			if err := c.waitForWebhook(ctx); err != nil {
+				cancel()
+				return err
+			}
+		}
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -144,6 +172,7 @@ func (c *Cluster) StopScheduler() {
 	if c.scheduler.cancel == nil {
 		return
 	}
+	c.scheduler.webhook.setReviewer(nil)
 	c.scheduler.cancel()
 	<-c.scheduler.done
 	c.scheduler.cancel, c.scheduler.done = nil, nil

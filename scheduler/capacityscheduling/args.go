@@ -36,6 +36,21 @@ type Args struct {
 	// runs this plugin in its scale-up simulation with false: only the
 	// scheduler reports on trees.
 	WriteStatus *bool `json:"writeStatus,omitempty"`
+
+	// Webhook serves the validating admission webhook for ElasticQuotaTrees
+	// and pod resizes from this scheduler (docs/scheduler.md). Off when unset;
+	// set it in one profile only.
+	Webhook *WebhookArgs `json:"webhook,omitempty"`
+}
+
+// WebhookArgs say where the webhook listens and with which certificate.
+type WebhookArgs struct {
+	// BindAddress is host:port, e.g. ":9443".
+	BindAddress string `json:"bindAddress"`
+	// CertFile and KeyFile are the PEM serving certificate and its key, read
+	// at start.
+	CertFile string `json:"certFile"`
+	KeyFile  string `json:"keyFile"`
 }
 
 const defaultStatusUpdateInterval = 2 * time.Second
@@ -66,6 +81,9 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 	}
 	if err := validation.ValidateDefaultPreemptionArgs(field.NewPath(Name+" args"), args.defaultPreemption()); err != nil {
 		return args, err
+	}
+	if w := args.Webhook; w != nil && (w.BindAddress == "" || w.CertFile == "" || w.KeyFile == "") {
+		return args, fmt.Errorf("%s args: webhook needs bindAddress, certFile and keyFile, got %+v", Name, *w)
 	}
 	return args, nil
 }

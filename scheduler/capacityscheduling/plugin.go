@@ -49,6 +49,9 @@ type Plugin struct {
 	cache     *quotaCache
 	trees     cache.SharedIndexInformer
 	podsReady func() bool
+	// dynamic looks up ResourceFlavors the informer has not seen yet, for the
+	// webhook; nil in unit tests.
+	dynamic dynamic.Interface
 	// reclaimer runs this plugin's reclaim (preemption.Interface on Plugin);
 	// preemptor runs DefaultPreemption's victim choice within quota
 	// (quotaPreemption); defaultPreemption is upstream's plugin itself, for
@@ -86,6 +89,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	p, err := newPlugin(ctx, h, args, trees, flavors, clock.RealClock{})
 	if err != nil {
 		return nil, err
+	}
+	p.dynamic = dyn
+	if args.Webhook != nil {
+		if err := p.serveWebhook(ctx, *args.Webhook); err != nil {
+			return nil, err
+		}
 	}
 	if *args.WriteStatus {
 		writer := &statusWriter{cache: p.cache, trees: p.trees.GetStore(), client: dyn, interval: args.StatusUpdateInterval.Duration}

@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
@@ -307,4 +311,63 @@ nodeGroups:
 		}
 		return nil
 	})
+}
+
+// invalidTree is one entry of quota/elastic/testdata/invalid-trees.yaml, the
+// library's reviewable list of trees that break a rule.
+type invalidTree struct {
+	Name      string   `json:"name"`
+	Why       string   `json:"why,omitempty"`
+	Tree      string   `json:"tree"`
+	Rules     []string `json:"rules"`
+	Message   string   `json:"message"`
+	APIServer string   `json:"apiServer,omitempty"`
+}
+
+// TestBadInputInvalidTreesRefusedAtApply applies every tree of the library's
+// list of invalid trees, as kubectl apply --server-side would: the API server
+// refuses each, through the CRD's CEL rules or the scheduler's admission
+// webhook, with the rule's text, and stores nothing.
+func TestBadInputInvalidTreesRefusedAtApply(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx, "")
+	var cases []invalidTree
+	raw, err := os.ReadFile(filepath.Join("..", "..", "quota", "elastic", "testdata", "invalid-trees.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(raw, &cases); err != nil {
+		t.Fatal(err)
+	}
+	if len(cases) == 0 {
+		t.Fatal("no cases")
+	}
+	for _, tc := range cases {
+		t.Run(tc.Name, func(t *testing.T) {
+			var spec map[string]any
+			if err := yaml.Unmarshal([]byte(tc.Tree), &spec); err != nil {
+				t.Fatal(err)
+			}
+			manifest, err := json.Marshal(map[string]any{
+				"apiVersion": "scheduling.sigs.k8s.io/v1beta1", "kind": "ElasticQuotaTree",
+				"metadata": map[string]any{"name": "invalid", "namespace": ns},
+				"spec":     spec,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = cluster.Apply(ctx, manifest)
+			if err == nil {
+				_ = cluster.Dynamic.Resource(elasticQuotaTrees).Namespace(ns).Delete(context.Background(), "invalid", metav1.DeleteOptions{})
+				t.Fatalf("accepted; the library says: %s", tc.Message)
+			}
+			want := tc.APIServer
+			if want == "" {
+				want = fmt.Sprintf(`admission webhook "elasticquotatree.quotascale.io" denied the request: ElasticQuotaTree %s/invalid is invalid: %s`, ns, tc.Message)
+			}
+			if got := apiStatusMessage(err); got != want {
+				t.Errorf("refusal\n got %s\nwant %s", got, want)
+			}
+		})
+	}
 }

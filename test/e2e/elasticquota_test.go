@@ -193,28 +193,17 @@ spec:
 	settle(t, ctx, "both memory-heavy pods running", wantRunning([]string{ns}, []int{2}))
 }
 
-// TestElasticQuotaInvalidUpdateKeepsLastValidTree: an invalid update is reported
-// on the tree and in an event, and scheduling goes on under the previous tree.
+// TestElasticQuotaInvalidUpdateKeepsLastValidTree: an invalid update that got
+// past the admission webhook (down, here) is reported on the tree and in an
+// event, and scheduling goes on under the previous tree.
 func TestElasticQuotaInvalidUpdateKeepsLastValidTree(t *testing.T) {
 	ctx := testContext(t)
 	ns := createNamespace(t, ctx, "")
 	createNodes(t, ctx, localcluster.NodeSpec{Name: "invalid-1", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")}})
-	manifest := func(leafMin string) []byte {
-		return []byte(fmt.Sprintf(`
-apiVersion: scheduling.sigs.k8s.io/v1beta1
-kind: ElasticQuotaTree
-metadata: {name: elasticquotatree, namespace: kube-system}
-spec:
-  root:
-    name: root
-    min: {cpu: 8}
-    max: {cpu: 8}
-    children:
-    - {name: team, namespaces: [%s], min: {cpu: %s}, max: {cpu: 4}}
-`, ns, leafMin))
-	}
-	applyTree(t, ctx, manifest("2"))
-	apply(t, ctx, manifest("6"))
+	applyTree(t, ctx, teamTree(ns, "2", "4"))
+	cluster.SetWebhookAvailable(false)
+	t.Cleanup(func() { cluster.SetWebhookAvailable(true) })
+	apply(t, ctx, teamTree(ns, "6", "4"))
 	var generation int64
 	waitFor(t, ctx, "Valid=False with the broken rules", func(ctx context.Context) error {
 		got, err := getTree(ctx, "kube-system", "elasticquotatree")

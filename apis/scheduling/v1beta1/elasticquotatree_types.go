@@ -62,6 +62,13 @@ type ElasticQuotaTreeSpec struct {
 }
 
 // ElasticQuotaSpec is one quota node.
+//
+// The API server checks the rules that look at one node alone and cost little
+// (CEL: a structural schema cannot recurse, so the node schema is unrolled
+// MaxDepth levels and the CRD's CEL cost budget is shared by every level).
+// The scheduler's validating admission webhook checks the rest.
+// +kubebuilder:validation:XValidation:rule="size(self.name) > 0",message="name must not be empty"
+// +kubebuilder:validation:XValidation:rule="!has(self.children) || size(self.children) == 0 || !has(self.namespaces) || size(self.namespaces) == 0",messageExpression=`'quota node "' + self.name + '": only leaf nodes may list namespaces, found: ' + self.namespaces.join(', ')`
 type ElasticQuotaSpec struct {
 	// Name identifies the node; it is unique in the tree.
 	Name string `json:"name"`
@@ -70,6 +77,8 @@ type ElasticQuotaSpec struct {
 	// namespaces, and a namespace belongs to one leaf.
 	// +optional
 	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=4096
+	// +kubebuilder:validation:items:MaxLength=63
 	Namespaces []string `json:"namespaces,omitempty"`
 
 	// Attributes are ACK's free-form settings; "resourceflavors" names a
