@@ -25,7 +25,7 @@ import (
 
 // WebhookConfigurationName is the ValidatingWebhookConfiguration localcluster
 // registers for the scheduler's admission webhook.
-const WebhookConfigurationName = "quotascale-scheduler"
+const WebhookConfigurationName = "quotascale-localcluster-scheduler"
 
 // webhookFailurePolicy is the chart's default (webhook.failurePolicy): an
 // unreachable scheduler lets writes through, and the scheduler's own

@@ -377,6 +377,13 @@ func checkChartScheduler(t *testing.T, r *chartRendering, want chartWant) {
 		}
 	}
 	for _, p := range c.Ports {
+		switch p.Name {
+		case "https-webhook":
+			if got.Args.Webhook == nil || got.Args.Webhook.BindAddress != fmt.Sprintf(":%d", p.ContainerPort) {
+				t.Errorf("container port %d is not the webhook's bindAddress (%+v)", p.ContainerPort, got.Args.Webhook)
+			}
+			continue
+		}
 		got.SchedulerSecurePorts = append(got.SchedulerSecurePorts, p.ContainerPort)
 		if !slices.Contains(c.Args, fmt.Sprintf("--secure-port=%d", p.ContainerPort)) {
 			t.Errorf("container port %d is not --secure-port", p.ContainerPort)

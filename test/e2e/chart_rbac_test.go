@@ -123,6 +123,8 @@ func chartSchedulerAccess(ns, leaseNS string) (allowed, denied []rbacAccess) {
 		{verb: "update", group: "scheduling.sigs.k8s.io", resource: "elasticquotatrees", subresource: "status", namespace: "kube-system", name: "t"},
 		{verb: "list", group: "kueue.x-k8s.io", resource: "resourceflavors"},
 		{verb: "watch", group: "kueue.x-k8s.io", resource: "resourceflavors"},
+		// The webhook looks up a flavor its informer has not seen yet.
+		{verb: "get", group: "kueue.x-k8s.io", resource: "resourceflavors", name: "spot"},
 		{verb: "create", group: "events.k8s.io", resource: "events", namespace: "kube-system"},
 		{verb: "patch", group: "events.k8s.io", resource: "events", namespace: "team-a"},
 		// Leases: leader election and the status writer's.

@@ -169,6 +169,15 @@ func chartAutoscalerObjects(ns string, kwokProvider, pdb bool) []string {
 }
 
 func chartSchedulerObjects(ns string) []string {
+	return append(chartSchedulerCoreObjects(ns),
+		"Secret "+ns+"/quotascale-scheduler-webhook-tls",
+		"Service "+ns+"/quotascale-scheduler-webhook",
+		"ValidatingWebhookConfiguration quotascale-scheduler",
+	)
+}
+
+// chartSchedulerCoreObjects are the scheduler's objects without its webhook.
+func chartSchedulerCoreObjects(ns string) []string {
 	return []string{
 		"ClusterRole quotascale-scheduler",
 		"ClusterRoleBinding quotascale-scheduler",
@@ -346,6 +355,8 @@ scheduler:
   capacityScheduling:
     statusUpdateInterval: 5s
     minCandidateNodesAbsolute: 50
+  webhook:
+    enabled: false
 `,
 			want: func(ns string) chartWant {
 				g := chartDefaultSchedulerGist(ns, "default-scheduler")
@@ -353,7 +364,8 @@ scheduler:
 				g.PostFilterDisabled = nil
 				g.Args.StatusUpdateInterval = &metav1.Duration{Duration: 5 * time.Second}
 				g.Args.MinCandidateNodesAbsolute = ptr.To[int32](50)
-				objects := chartSchedulerObjects(ns)
+				g.Args.Webhook = nil
+				objects := chartSchedulerCoreObjects(ns)
 				for i, o := range objects {
 					objects[i] = strings.Replace(o, ns+"/quotascale-scheduler-leader-election", "kube-system/quotascale-scheduler-leader-election", 1)
 				}
@@ -464,6 +476,7 @@ scheduler:
 			checkChartReplicas(t, r, want)
 			autoscalerOpts := checkChartAutoscaler(t, r, want)
 			checkChartScheduler(t, r, want)
+			checkChartWebhook(t, r, ns, want)
 			checkChartMonitoring(t, r, alerts)
 			if autoscalerOpts != nil {
 				// The autoscaler exits at start unless its RBAC allows all it
@@ -532,11 +545,13 @@ func chartDefaultSchedulerGist(ns, profile string) *chartSchedulerGist {
 		LeaseName:    "quotascale-scheduler",
 		LeaseNS:      ns,
 		MultiPoint:   []string{capacityscheduling.Name},
-		// As docs/scheduler-config.yaml: only CapacityScheduling's reclaim preempts.
+		// As docs/scheduler-config.yaml: CapacityScheduling's PostFilter preempts.
 		PostFilterDisabled: []string{"DefaultPreemption"},
 		Args: capacityscheduling.Args{
 			StatusUpdateInterval:      &metav1.Duration{Duration: 2 * time.Second},
 			MinCandidateNodesAbsolute: ptr.To[int32](100),
+			Webhook: &capacityscheduling.WebhookArgs{BindAddress: ":9443",
+				CertFile: "/etc/quotascale/webhook/tls.crt", KeyFile: "/etc/quotascale/webhook/tls.key"},
 		},
 		SchedulerDeployment:  "quotascale-scheduler",
 		ConfigMapName:        "quotascale-scheduler-config",

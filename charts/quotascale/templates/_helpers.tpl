@@ -236,3 +236,48 @@ upstream's chart renders its clusterAPIMode, and --node-group-auto-discovery.
 - {{ printf "--node-group-auto-discovery=%s" . | quote }}
 {{- end }}
 {{- end -}}
+
+{{/*
+The scheduler webhook's certificate, as YAML with base64 tls.crt, tls.key and
+ca.crt: the Secret already in the cluster when there is one (lookup returns
+nothing under `helm template`), else a new CA and a certificate for the
+Service's DNS names, valid for 10 years. Memoized per render, so that the
+Secret and the caBundle agree.
+*/}}
+{{- define "quotascale.scheduler.webhookTLS" -}}
+{{- $root := . -}}
+{{- if not (hasKey $root "quotascaleWebhookTLS") -}}
+{{- $service := printf "%s-webhook" (include "quotascale.scheduler.fullname" $root) -}}
+{{- $existing := lookup "v1" "Secret" $root.Release.Namespace (printf "%s-tls" $service) -}}
+{{- $tls := dict -}}
+{{- if and $existing (index ($existing.data | default dict) "ca.crt") -}}
+{{- $tls = $existing.data -}}
+{{- else -}}
+{{- $ca := genCA (printf "%s-ca" $service) 3650 -}}
+{{- $dns := list $service (printf "%s.%s" $service $root.Release.Namespace) (printf "%s.%s.svc" $service $root.Release.Namespace) (printf "%s.%s.svc.cluster.local" $service $root.Release.Namespace) -}}
+{{- $cert := genSignedCert (printf "%s.%s.svc" $service $root.Release.Namespace) nil $dns 3650 $ca -}}
+{{- $tls = dict "tls.crt" ($cert.Cert | b64enc) "tls.key" ($cert.Key | b64enc) "ca.crt" ($ca.Cert | b64enc) -}}
+{{- end -}}
+{{- $_ := set $root "quotascaleWebhookTLS" $tls -}}
+{{- end -}}
+{{- toYaml (get $root "quotascaleWebhookTLS") -}}
+{{- end -}}
+
+{{/*
+The webhook's caBundle (base64): the generated CA, or ca.crt of
+scheduler.webhook.certificateSecret.
+*/}}
+{{- define "quotascale.scheduler.webhookCA" -}}
+{{- $secret := .Values.scheduler.webhook.certificateSecret -}}
+{{- if $secret -}}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace $secret -}}
+{{- index ($existing.data | default dict) "ca.crt" | default "" -}}
+{{- else -}}
+{{- index (include "quotascale.scheduler.webhookTLS" . | fromYaml) "ca.crt" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret the scheduler mounts its webhook certificate from. */}}
+{{- define "quotascale.scheduler.webhookSecret" -}}
+{{- .Values.scheduler.webhook.certificateSecret | default (printf "%s-webhook-tls" (include "quotascale.scheduler.fullname" .)) -}}
+{{- end -}}
