@@ -1,12 +1,18 @@
 package capacityscheduling
 
 import (
+	"os"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
+	schedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
+	schedulervalidation "k8s.io/kubernetes/pkg/scheduler/apis/config/validation"
+	"k8s.io/utils/ptr"
 )
 
 // TestDecodeArgsBadInput is the reviewable list of bad pluginConfig args with
@@ -34,6 +40,10 @@ func TestDecodeArgsBadInput(t *testing.T) {
 			"decoding CapacityScheduling args: json: cannot unmarshal string into Go struct field Args.minCandidateNodesAbsolute of type int32"},
 		{"writeStatus as text", yamlArgs("writeStatus: \"no\""),
 			"decoding CapacityScheduling args: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal string into Go struct field Args.writeStatus of type bool"},
+		{"candidate percentage past 100", yamlArgs("minCandidateNodesPercentage: 101"),
+			"CapacityScheduling args.minCandidateNodesPercentage: Invalid value: 101: not in valid range [0, 100]"},
+		{"a webhook without a certificate", yamlArgs("webhook: {bindAddress: ':9443'}"),
+			"CapacityScheduling args: webhook needs bindAddress, certFile and keyFile, got {BindAddress::9443 CertFile: KeyFile:}"},
 		{"typed object instead of raw args", &corev1.Pod{},
 			"decoding CapacityScheduling args: want args of type runtime.Unknown, got *v1.Pod"},
 		{"unsupported content type", &runtime.Unknown{Raw: []byte("x"), ContentType: "application/vnd.kubernetes.protobuf"},
@@ -80,4 +90,47 @@ func FuzzDecodeArgs(f *testing.F) {
 			t.Fatalf("accepted incomplete or out-of-range args %+v from %q", args, raw)
 		}
 	})
+}
+
+// TestSampleConfiguration: docs/scheduler-config.yaml is a configuration
+// kube-scheduler accepts, and its CapacityScheduling args decode as written.
+func TestSampleConfiguration(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, _, err := schedulerscheme.Codecs.UniversalDecoder().Decode(raw, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := obj.(*schedulerapi.KubeSchedulerConfiguration)
+	if err := schedulervalidation.ValidateKubeSchedulerConfiguration(cfg); err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, profile := range cfg.Profiles {
+		for _, pc := range profile.PluginConfig {
+			if pc.Name != Name {
+				continue
+			}
+			found = true
+			args, err := decodeArgs(pc.Args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := Args{
+				StatusUpdateInterval:        &metav1.Duration{Duration: 2 * time.Second},
+				MinCandidateNodesPercentage: ptr.To[int32](10),
+				MinCandidateNodesAbsolute:   ptr.To[int32](100),
+				WriteStatus:                 ptr.To(true),
+				Webhook:                     &WebhookArgs{BindAddress: ":9443", CertFile: "/etc/quotascale/webhook/tls.crt", KeyFile: "/etc/quotascale/webhook/tls.key"},
+			}
+			if diff := cmp.Diff(want, args); diff != "" {
+				t.Errorf("args (-want +got):\n%s", diff)
+			}
+		}
+	}
+	if !found {
+		t.Error("no CapacityScheduling args in the sample")
+	}
 }
