@@ -138,3 +138,40 @@ func TestAdmitDoesNotAllocateWhenItFits(t *testing.T) {
 		t.Errorf("Scratch.Admit allocates %v times per call, want 0", allocs)
 	}
 }
+
+// TestAdmitRequest: a converted request gets the verdicts of Admit, on the
+// tree that made it and, converted again, on a rebuilt tree.
+func TestAdmitRequest(t *testing.T) {
+	spec := flatTree("cpu", "10", [3]string{"a", "4", "6"}, [3]string{"b", "4", "6"})
+	tree := mustBuild(t, spec)
+	tree.AddRequests("p1", "a", cpu("5"))
+	small, big := tree.Request(cpu("1")), tree.Request(cpu("2"))
+	for _, tc := range []struct {
+		tree      *Tree
+		namespace string
+		r         Request
+	}{{tree, "a", small}, {tree, "a", big}, {tree, "elsewhere", big}} {
+		want := tc.tree.Admit(tc.namespace, tc.r.Requests())
+		if got := tc.tree.AdmitRequest(tc.namespace, tc.r); !cmp.Equal(want, got, quantityEqual) {
+			t.Errorf("AdmitRequest(%s, %v) = %+v, Admit = %+v", tc.namespace, tc.r.Requests(), got, want)
+		}
+	}
+	// A larger max on the rebuilt tree: the old Request is converted anew.
+	wider := flatTree("cpu", "10", [3]string{"a", "4", "8"}, [3]string{"b", "4", "6"})
+	rebuilt, err := tree.Rebuild(wider)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if big.For(rebuilt) || !big.For(tree) {
+		t.Error("For does not tell the trees apart")
+	}
+	if v := rebuilt.AdmitRequest("a", big); !v.Admitted() {
+		t.Errorf("2 cpu on a (5 of 8 used) refused by the rebuilt tree: %s", v.Message())
+	}
+	if v := tree.AdmitRequest("a", big); v.Admitted() {
+		t.Error("2 cpu on a (5 of 6 used) admitted by the old tree")
+	}
+	if testing.AllocsPerRun(100, func() { tree.AdmitRequest("a", small) }) != 0 {
+		t.Error("AdmitRequest allocates when the request fits")
+	}
+}

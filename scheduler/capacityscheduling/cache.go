@@ -9,11 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/component-base/metrics"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
 	"github.com/quotascale/quotascale/quota/elastic"
+	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // quotaCache is the plugin's view of the quota tree in force and of the pods
@@ -48,8 +50,20 @@ type quotaCache struct {
 	// metrics is nil in the autoscaler's simulation.
 	metrics *pluginMetrics
 	// refused are the quota nodes and resources that refused each pod's last
-	// scheduling attempt, while metrics are exported.
-	refused map[types.UID][]quotaResource
+	// scheduling attempt, while metrics are exported; admitted are the
+	// admissions counters by leaf.
+	refused  map[types.UID][]quotaResource
+	admitted map[string]metrics.CounterMetric
+	// requests are pods' effective requests, with the pod object they were
+	// computed from. The scheduler retries a pending pod with the same object
+	// until the pod changes, so resources.PodRequests, most of what PreFilter
+	// costs, runs once per version of a pod rather than once per attempt.
+	requests map[types.UID]podRequests
+}
+
+type podRequests struct {
+	pod     *corev1.Pod
+	request elastic.Request
 }
 
 type hold struct {
@@ -78,9 +92,27 @@ func newQuotaCache(podLister corelisters.PodLister, clk clock.PassiveClock) *quo
 	return &quotaCache{
 		flavors:   map[string]map[string]string{},
 		holds:     map[types.UID]*hold{},
+		requests:  map[types.UID]podRequests{},
 		podLister: podLister,
 		clock:     clk,
 	}
+}
+
+// requestLocked is resources.PodRequests(pod) converted for the tree in force:
+// computed once per pod object, converted once per tree. Callers hold the
+// lock, with a tree in force, and do not modify the result.
+func (c *quotaCache) requestLocked(pod *corev1.Pod) elastic.Request {
+	r, ok := c.requests[pod.UID]
+	switch {
+	case ok && r.pod == pod && r.request.For(c.tree):
+		return r.request
+	case ok && r.pod == pod:
+		r.request = c.tree.Request(r.request.Requests())
+	default:
+		r = podRequests{pod: pod, request: c.tree.Request(resources.PodRequests(pod))}
+	}
+	c.requests[pod.UID] = r
+	return r.request
 }
 
 // exportMetrics registers the metrics and points them at this cache.
@@ -88,6 +120,7 @@ func (c *quotaCache) exportMetrics() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.refused = map[types.UID][]quotaResource{}
+	c.admitted = map[string]metrics.CounterMetric{}
 	c.metrics = newPluginMetrics(c)
 }
 
@@ -117,7 +150,9 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 		c.releaseLocked(pod.UID)
 		return
 	}
+	// Bound: the tree keeps what it is charged, and the scheduler is done with it.
 	delete(c.refused, pod.UID)
+	delete(c.requests, pod.UID)
 	if c.holds[pod.UID] != nil {
 		// The preemptor is bound: the reclaim is complete.
 		c.metrics.reclaim(c.holds[pod.UID].leaf, reclaimPlaced)
@@ -131,6 +166,7 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 func (c *quotaCache) deletePod(uid types.UID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.requests, uid)
 	if c.tree == nil {
 		return
 	}
@@ -283,12 +319,12 @@ func (c *quotaCache) chargedWithin(namespace string, victims []types.UID) bool {
 // admitLocked checks requests against the tree. A preemptor's own hold is
 // released first: it is the room the reclaim made for this very pod. Callers hold
 // the lock.
-func (c *quotaCache) admitLocked(pod *corev1.Pod, requests corev1.ResourceList) elastic.Verdict {
+func (c *quotaCache) admitLocked(pod *corev1.Pod, request elastic.Request) elastic.Verdict {
 	h := c.holds[pod.UID]
 	if h == nil || !h.charged {
-		return c.tree.Admit(pod.Namespace, requests)
+		return c.tree.AdmitRequest(pod.Namespace, request)
 	}
 	scratch := c.tree.Scratch()
 	scratch.Release(h.namespace, h.requests)
-	return scratch.Admit(pod.Namespace, requests)
+	return scratch.Admit(pod.Namespace, request.Requests())
 }

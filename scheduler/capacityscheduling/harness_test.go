@@ -67,7 +67,7 @@ type world struct {
 }
 
 type harness struct {
-	t         *testing.T
+	t         testing.TB
 	ctx       context.Context
 	framework framework.Framework
 	plugin    *Plugin
@@ -100,7 +100,7 @@ var epoch = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 // newHarness runs the plugin in a framework over w. Preemption is synchronous
 // (SchedulerAsyncPreemption off) so that a test reads its victims as soon as
 // PostFilter returns; the victims are recorded, not deleted.
-func newHarness(t *testing.T, w world) *harness {
+func newHarness(t testing.TB, w world) *harness {
 	t.Helper()
 	featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.SchedulerAsyncPreemption, false)
 	// The fake dynamic client does not stream the initial list of a watch.
@@ -129,16 +129,7 @@ func newHarness(t *testing.T, w world) *harness {
 
 	var custom []runtime.Object
 	if w.tree != "" {
-		tree := &schedulingv1beta1.ElasticQuotaTree{}
-		if err := yaml.UnmarshalStrict([]byte(w.tree), tree); err != nil {
-			t.Fatalf("tree: %v", err)
-		}
-		tree.APIVersion, tree.Kind = schedulingv1beta1.SchemeGroupVersion.String(), "ElasticQuotaTree"
-		tree.Namespace, tree.UID, tree.Generation = schedulingv1beta1.EnforcedNamespace, "tree-uid", 1
-		if tree.Name == "" {
-			tree.Name = "elasticquotatree"
-		}
-		custom = append(custom, tree)
+		custom = append(custom, treeObject(t, w.tree))
 	}
 	for _, f := range w.flavors {
 		f = f.DeepCopy()
@@ -202,6 +193,19 @@ func newHarness(t *testing.T, w world) *harness {
 		return false, nil
 	}
 	return h
+}
+
+// treeObject is the ElasticQuotaTree kube-system/elasticquotatree of the YAML
+// spec.
+func treeObject(t testing.TB, spec string) *schedulingv1beta1.ElasticQuotaTree {
+	t.Helper()
+	tree := &schedulingv1beta1.ElasticQuotaTree{}
+	if err := yaml.UnmarshalStrict([]byte(spec), tree); err != nil {
+		t.Fatalf("tree: %v", err)
+	}
+	tree.APIVersion, tree.Kind = schedulingv1beta1.SchemeGroupVersion.String(), "ElasticQuotaTree"
+	tree.Namespace, tree.Name, tree.UID, tree.Generation = schedulingv1beta1.EnforcedNamespace, "elasticquotatree", "tree-uid", 1
+	return tree
 }
 
 // victims are the pods preempted so far, sorted.

@@ -63,7 +63,7 @@ func (p *Plugin) isSchedulableAfterPodRelease(logger klog.Logger, pending *corev
 	if !governed {
 		return fwk.QueueSkip, nil
 	}
-	verdict := tree.Admit(pending.Namespace, resources.PodRequests(pending))
+	verdict := tree.AdmitRequest(pending.Namespace, p.cache.requestLocked(pending))
 	if !verdict.Governed() || verdict.Admitted() {
 		return fwk.Queue, nil
 	}

@@ -93,7 +93,14 @@ func (c *quotaCache) decidedLocked(pod types.UID, v elastic.Verdict) {
 		return
 	}
 	if v.Admitted() {
-		admittedTotal.WithLabelValues(v.Leaf).Inc()
+		counter, ok := c.admitted[v.Leaf]
+		if !ok {
+			// Resolving the labels is most of what counting costs on the
+			// admission path; leaves are few.
+			counter = admittedTotal.WithLabelValues(v.Leaf)
+			c.admitted[v.Leaf] = counter
+		}
+		counter.Inc()
 		delete(c.refused, pod)
 		return
 	}

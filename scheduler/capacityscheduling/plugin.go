@@ -29,7 +29,6 @@ import (
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/internal/typedinformer"
 	"github.com/quotascale/quotascale/quota/elastic"
-	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -49,6 +48,8 @@ type Plugin struct {
 	cache     *quotaCache
 	trees     cache.SharedIndexInformer
 	podsReady func() bool
+	// podsSynced remembers podsReady's true, under the cache's lock.
+	podsSynced bool
 	// dynamic looks up ResourceFlavors the informer has not seen yet, for the
 	// webhook; nil in unit tests.
 	dynamic dynamic.Interface
@@ -144,8 +145,8 @@ func (p *Plugin) Name() string { return Name }
 // points of the same cycle. No state means the pod is not governed: no tree is
 // in force or no leaf lists its namespace.
 type stateData struct {
-	requests corev1.ResourceList
-	verdict  elastic.Verdict
+	request elastic.Request
+	verdict elastic.Verdict
 	// rebuilding is set while usage is still being rebuilt after a start:
 	// nothing is decided, and nothing preempts.
 	rebuilding bool
@@ -167,7 +168,6 @@ func (s *stateData) Clone() fwk.StateData { return s }
 // not change quota, so node-local preemption must not try; this plugin's
 // PostFilter reclaims across nodes instead.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	requests := resources.PodRequests(pod)
 	p.cache.mu.Lock()
 	tree := p.cache.tree
 	if tree == nil {
@@ -179,27 +179,30 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		p.cache.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if !p.podsReady() {
+	if !p.podsSynced && !p.podsReady() {
 		p.cache.mu.Unlock()
 		state.Write(stateKey, &stateData{rebuilding: true})
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "quota usage is being rebuilt from the assigned pods")
 	}
+	// The pod handlers stay synced once they are; asking costs a lock.
+	p.podsSynced = true
+	request := p.cache.requestLocked(pod)
 	var verdict elastic.Verdict
 	if tree.Tracks(pod.UID) {
 		// A pod already charged is being moved, in the autoscaler's scale-down
-		// simulation: its quota does not change, only its node. (The scheduler
-		// itself never sees a charged pod again: Reserve charges it on its way
-		// to being bound.)
+		// simulation (which clears its node): its quota does not change, only
+		// its node. (The scheduler itself never sees a charged pod again:
+		// Reserve charges it on its way to being bound.)
 		verdict = elastic.Verdict{Leaf: leaf.Name()}
 	} else {
-		verdict = p.cache.admitLocked(pod, requests)
+		verdict = p.cache.admitLocked(pod, request)
 		p.cache.decidedLocked(pod.UID, verdict)
 	}
 	flavor := leaf.ResourceFlavor()
 	flavorLabels, flavorFound := p.cache.flavors[flavor]
 	p.cache.mu.Unlock()
 
-	state.Write(stateKey, &stateData{requests: requests, verdict: verdict, flavor: flavor, flavorLabels: flavorLabels})
+	state.Write(stateKey, &stateData{request: request, verdict: verdict, flavor: flavor, flavorLabels: flavorLabels})
 	if !verdict.Admitted() {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, verdict.Message())
 	}
@@ -248,10 +251,10 @@ func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Po
 	if p.cache.tree == nil {
 		return nil
 	}
-	if v := p.cache.admitLocked(pod, s.requests); !v.Admitted() {
+	if v := p.cache.admitLocked(pod, s.request); !v.Admitted() {
 		return fwk.NewStatus(fwk.Unschedulable, v.Message())
 	}
-	p.cache.reserveLocked(pod, s.requests)
+	p.cache.reserveLocked(pod, s.request.Requests())
 	return nil
 }
 
@@ -287,7 +290,7 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *core
 		result, status := p.preemptor.Preempt(ctx, state, pod, m)
 		return result, prefixed("preemption: ", status)
 	}
-	plan, status := p.planReclaim(ctx, pod, s.requests)
+	plan, status := p.planReclaim(ctx, pod, s.request.Requests())
 	if !status.IsSuccess() {
 		return nil, status
 	}
@@ -299,7 +302,7 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *core
 	schedulermetrics.PreemptionAttempts.Inc()
 	result, status := p.reclaimer.Preempt(ctx, state, pod, quotaRefusedEverywhere{m})
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil && result.NominatedNodeName != "" {
-		p.cache.startHold(pod, s.verdict.Leaf, s.requests, plan.victims)
+		p.cache.startHold(pod, s.verdict.Leaf, s.request.Requests(), plan.victims)
 		p.cache.metrics.reclaim(s.verdict.Leaf, reclaimStarted)
 	} else {
 		// The leaf is owed its min and the victims are known, yet no node

@@ -2,6 +2,7 @@ package capacityscheduling
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,9 +88,11 @@ func TestPreFilter(t *testing.T) {
 		wantMsg:  `ResourceFlavor "spot" of quota node "spot" does not exist`,
 		wantLeaf: "spot",
 	}, {
+		// The scale-down simulation clears the node of the pod it moves. The
+		// leaf's max is 4: charged twice, it would be refused.
 		name:     "a charged pod, moved by the autoscaler's scale-down simulation, is not charged twice",
 		world:    world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "8")}, pods: []*corev1.Pod{testPod("big", "spot", "4", "n1", low, 0)}},
-		pod:      testPod("big", "spot", "4", "n1", low, 0),
+		pod:      testPod("big", "spot", "4", "", low, 0),
 		wantCode: fwk.UnschedulableAndUnresolvable, // only because the flavor is missing: quota admitted it
 		wantMsg:  `ResourceFlavor "spot" of quota node "spot" does not exist`,
 		wantLeaf: "spot",
@@ -444,5 +447,34 @@ spec:
 				}
 			}
 		})
+	}
+}
+
+// TestPreFilterFollowsPodUpdates: PreFilter reuses a pod's requests only for
+// the same pod object. A new version of the pod (another request), or another
+// tree, is judged afresh.
+func TestPreFilterFollowsPodUpdates(t *testing.T) {
+	h := newHarness(t, world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "32")}})
+	small := testPod("p", "team-a", "2", "", high, 0)
+	big := small.DeepCopy()
+	big.Spec.Containers[0].Resources.Requests = cpuList("20")
+	for i, tc := range []struct {
+		pod  *corev1.Pod
+		want fwk.Code
+	}{{small, fwk.Skip}, {small, fwk.Skip}, {big, fwk.UnschedulableAndUnresolvable}, {small, fwk.Skip}} {
+		if _, status := h.plugin.PreFilter(h.ctx, framework.NewCycleState(), tc.pod, nil); status.Code() != tc.want {
+			t.Errorf("attempt %d: PreFilter = %v, want %v", i, status, tc.want)
+		}
+	}
+	// A tree whose team-a max is 1: the cached request is converted again.
+	h.plugin.cache.mu.Lock()
+	tree, err := h.plugin.cache.tree.Rebuild(treeObject(t, strings.Replace(teamsTree, "min: {cpu: 8}, max: {cpu: 16}}\n    - {name: team-b", "max: {cpu: 1}}\n    - {name: team-b", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.plugin.cache.tree = tree
+	h.plugin.cache.mu.Unlock()
+	if _, status := h.plugin.PreFilter(h.ctx, framework.NewCycleState(), small, nil); status.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Errorf("after the tree changed: PreFilter = %v, want a refusal", status)
 	}
 }
