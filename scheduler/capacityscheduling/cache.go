@@ -142,7 +142,13 @@ func podPriority(pod *corev1.Pod) int32 {
 func (c *quotaCache) updatePod(pod *corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.tree == nil || pod.Spec.NodeName == "" {
+	if pod.Spec.NodeName == "" {
+		return
+	}
+	// Bound: the scheduler is done with it, whether or not a tree is in force.
+	delete(c.refused, pod.UID)
+	delete(c.requests, pod.UID)
+	if c.tree == nil {
 		return
 	}
 	if !assigned(pod) {
@@ -150,9 +156,6 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 		c.releaseLocked(pod.UID)
 		return
 	}
-	// Bound: the tree keeps what it is charged, and the scheduler is done with it.
-	delete(c.refused, pod.UID)
-	delete(c.requests, pod.UID)
 	if c.holds[pod.UID] != nil {
 		// The preemptor is bound: the reclaim is complete.
 		c.metrics.reclaim(c.holds[pod.UID].leaf, reclaimPlaced)

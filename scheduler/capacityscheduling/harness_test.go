@@ -12,6 +12,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -73,6 +74,8 @@ type harness struct {
 	plugin    *Plugin
 	clock     *testingclock.FakeClock
 	client    *clientsetfake.Clientset
+	// trees serves the ElasticQuotaTree and ResourceFlavor objects.
+	trees *dynamicfake.FakeDynamicClient
 
 	mu        sync.Mutex
 	preempted []string
@@ -136,18 +139,22 @@ func newHarness(t testing.TB, w world) *harness {
 		f.APIVersion, f.Kind = kueuev1beta1.SchemeGroupVersion.String(), "ResourceFlavor"
 		custom = append(custom, f)
 	}
+	// Stored unstructured under a scheme that knows no typed kinds, as a real
+	// API server serves custom resources to a dynamic client: the fake sends its
+	// stored object on a watch, and a typed one would not reach the informer.
+	for i, obj := range custom {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		custom[i] = &unstructured.Unstructured{Object: u}
+	}
 	scheme := runtime.NewScheme()
-	if err := schedulingv1beta1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := kueuev1beta1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme, map[schema.GroupVersionResource]string{
 		treesResource: "ElasticQuotaTreeList", flavorsResource: "ResourceFlavorList",
 	}, custom...)
 
-	h := &harness{t: t, ctx: ctx, clock: testingclock.NewFakeClock(epoch), client: client}
+	h := &harness{t: t, ctx: ctx, clock: testingclock.NewFakeClock(epoch), client: client, trees: dyn}
 	args, err := decodeArgs(&runtime.Unknown{Raw: []byte(`{"writeStatus": false}`), ContentType: runtime.ContentTypeJSON})
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/internal/typedinformer"
 	"github.com/quotascale/quotascale/quota/elastic"
+	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -186,15 +187,18 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	}
 	// The pod handlers stay synced once they are; asking costs a lock.
 	p.podsSynced = true
-	request := p.cache.requestLocked(pod)
+	var request elastic.Request
 	var verdict elastic.Verdict
 	if tree.Tracks(pod.UID) {
 		// A pod already charged is being moved, in the autoscaler's scale-down
 		// simulation (which clears its node): its quota does not change, only
 		// its node. (The scheduler itself never sees a charged pod again:
-		// Reserve charges it on its way to being bound.)
+		// Reserve charges it on its way to being bound.) The simulation's copy
+		// is not remembered: no informer event would ever drop it.
+		request = tree.Request(resources.PodRequests(pod))
 		verdict = elastic.Verdict{Leaf: leaf.Name()}
 	} else {
+		request = p.cache.requestLocked(pod)
 		verdict = p.cache.admitLocked(pod, request)
 		p.cache.decidedLocked(pod.UID, verdict)
 	}

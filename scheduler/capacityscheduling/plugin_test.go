@@ -1,17 +1,22 @@
 package capacityscheduling
 
 import (
+	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 )
 
 // teamsTree: two teams with a guaranteed min of 8 cpu each out of 16, and a
@@ -477,4 +482,74 @@ func TestPreFilterFollowsPodUpdates(t *testing.T) {
 	if _, status := h.plugin.PreFilter(h.ctx, framework.NewCycleState(), small, nil); status.Code() != fwk.UnschedulableAndUnresolvable {
 		t.Errorf("after the tree changed: PreFilter = %v, want a refusal", status)
 	}
+}
+
+// TestPreFilterForgetsRequests: the requests PreFilter remembers for a pending
+// pod are dropped once the informer sees it bound or deleted, with or without a
+// tree in force, and a charged pod the autoscaler's scale-down simulation moves
+// (a copy) is never remembered, so the memory holds pending pods only.
+func TestPreFilterForgetsRequests(t *testing.T) {
+	bound := testPod("bound", "team-a", "2", "n1", low, 0)
+	pending := testPod("pending", "team-a", "1", "", high, 0)
+	deleted := testPod("deleted", "team-a", "1", "", high, 0)
+	orphan := testPod("orphan", "team-b", "1", "", high, 0)
+	h := newHarness(t, world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "32")}, pods: []*corev1.Pod{bound, pending, deleted, orphan}})
+	remembered := func() []string {
+		h.plugin.cache.mu.Lock()
+		defer h.plugin.cache.mu.Unlock()
+		var out []string
+		for uid := range h.plugin.cache.requests {
+			out = append(out, string(uid))
+		}
+		sort.Strings(out)
+		return out
+	}
+	// until polls for the informer to deliver what the test wrote.
+	until := func(what string, done func() bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+			return done(), nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v; remembered %v", what, err, remembered())
+		}
+	}
+	bindPod := func(p *corev1.Pod) {
+		t.Helper()
+		p = p.DeepCopy()
+		p.Spec.NodeName, p.Status.Phase = "n1", corev1.PodRunning
+		if _, err := h.client.CoreV1().Pods(p.Namespace).Update(h.ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatalf("binding %s: %v", p.Name, err)
+		}
+	}
+
+	moved := bound.DeepCopy()
+	moved.Spec.NodeName = ""
+	for _, p := range []*corev1.Pod{moved, pending, deleted, orphan} {
+		if _, status := h.plugin.PreFilter(h.ctx, framework.NewCycleState(), p, nil); status.Code() != fwk.Skip {
+			t.Fatalf("PreFilter(%s) = %v, want admitted", p.Name, status)
+		}
+	}
+	if diff := cmp.Diff([]string{"deleted", "orphan", "pending"}, remembered()); diff != "" {
+		t.Errorf("remembered after PreFilter (-want +got):\n%s", diff)
+	}
+
+	bindPod(pending)
+	if err := h.client.CoreV1().Pods(deleted.Namespace).Delete(h.ctx, deleted.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting %s: %v", deleted.Name, err)
+	}
+	until("forgetting the bound and the deleted pod", func() bool { return cmp.Equal([]string{"orphan"}, remembered()) })
+
+	// The tree is withdrawn while orphan is pending; binding it (by another
+	// scheduler, say) still drops what was remembered.
+	if err := h.trees.Resource(treesResource).Namespace(schedulingv1beta1.EnforcedNamespace).Delete(h.ctx, "elasticquotatree", metav1.DeleteOptions{}); err != nil {
+		t.Fatalf("deleting the tree: %v", err)
+	}
+	until("withdrawing the tree", func() bool {
+		h.plugin.cache.mu.Lock()
+		defer h.plugin.cache.mu.Unlock()
+		return h.plugin.cache.tree == nil
+	})
+	bindPod(orphan)
+	until("forgetting the pod bound without a tree", func() bool { return len(remembered()) == 0 })
 }
