@@ -72,24 +72,7 @@ func run(args []string) error {
 	if err := app.CheckAccess(ctx, restConfig, opts); err != nil {
 		return err
 	}
-	process := app.NewProcess(opts)
-	if _, err := process.Serve(ctx, opts.Address); err != nil {
-		return err
-	}
-	var runErr error
-	err = app.RunWithLeaderElection(ctx, opts, restConfig, func(ctx context.Context) {
-		a, err := app.New(ctx, opts, restConfig, process)
-		if err != nil {
-			runErr = err
-			stop()
-			return
-		}
-		a.Run(ctx)
-	})
-	if err != nil {
-		return err
-	}
-	return runErr
+	return app.Main(ctx, opts, restConfig)
 }
 
 // restConfig is the connection to the cluster, as upstream builds it from

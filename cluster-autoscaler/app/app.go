@@ -5,6 +5,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -59,9 +60,9 @@ const Component = "cluster-autoscaler"
 const evictionRetryInterval = 10 * time.Second
 
 // Process is what lives as long as the process, leader or not: metrics and the
-// health check, served by Serve. Metrics are registered here, once: an
-// autoscaler that loses and regains leadership is built again with the same
-// Process, and registering a collector twice panics.
+// health check, served by Serve. Every collector is registered here, once: an
+// autoscaler built a second time in the same process reuses them, since
+// registering a collector twice panics.
 type Process struct {
 	Metrics      *metrics.Metrics
 	quotaMetrics *capacityquota.Metrics
@@ -76,7 +77,7 @@ func NewProcess(opts config.Options) *Process {
 	return &Process{
 		Metrics:      m,
 		quotaMetrics: capacityquota.NewMetrics(m.Registry, m.SkippedScaleEvents),
-		health:       newHealth(opts.ScanInterval),
+		health:       newHealth(opts.MaxInactivity, opts.MaxFailingTime),
 		profiling:    opts.EnableProfiling,
 	}
 }
@@ -335,6 +336,8 @@ func (a *Autoscaler) RunOnce(ctx context.Context) error {
 	if ok, why := a.fresh.check(ctx, now); !ok {
 		a.Metrics.RegisterStaleDataSkippedLoop()
 		klog.FromContext(ctx).Info("Scaling nothing this loop", "reason", why)
+		// A loop that ran but could not act is activity, not success.
+		a.health.observe(now, errors.New(why))
 		return nil
 	}
 	err := a.core.RunOnce(ctx, now)

@@ -7,56 +7,63 @@ import (
 	"time"
 )
 
-// health answers /health-check: unhealthy when the leader has not completed a
-// loop for a while, as upstream's health check does, so a wedged autoscaler gets
-// restarted. A standby replica is healthy.
+// health answers /health-check as upstream's health check does: a replica that
+// is not leading is healthy; the lease holder is unhealthy once no loop has run
+// for --max-inactivity or no loop has succeeded for --max-failing-time, so that
+// the kubelet restarts a wedged autoscaler.
 type health struct {
-	mu          sync.Mutex
-	isLeader    bool
-	interval    time.Duration
-	started     time.Time
-	lastSuccess time.Time
-	lastErr     error
+	mu              sync.Mutex
+	activityTimeout time.Duration
+	successTimeout  time.Duration
+	monitoring      bool
+	lastActivity    time.Time
+	lastSuccess     time.Time
+	lastErr         error
+	now             func() time.Time
 }
 
-func newHealth(interval time.Duration) *health {
-	return &health{interval: interval, started: time.Now()}
+func newHealth(activityTimeout, successTimeout time.Duration) *health {
+	return &health{activityTimeout: activityTimeout, successTimeout: successTimeout, now: time.Now}
 }
 
-func (h *health) leading(l bool) {
+// startMonitoring is called when this replica starts leading: both clocks start
+// then, not at process start, so that a standby that takes over late is not
+// unhealthy at once.
+func (h *health) startMonitoring() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.isLeader = l
-	h.started = time.Now()
-	h.lastSuccess = time.Time{}
+	h.monitoring = true
+	now := h.now()
+	h.lastActivity, h.lastSuccess = now, now
 }
 
-func (h *health) observe(now time.Time, err error) {
+// observe records a finished loop: any loop is activity, one without error is
+// also a success.
+func (h *health) observe(at time.Time, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.lastErr = err
-	if err == nil {
-		h.lastSuccess = now
+	if at.After(h.lastActivity) {
+		h.lastActivity = at
+	}
+	if err == nil && at.After(h.lastSuccess) {
+		h.lastSuccess = at
 	}
 }
 
-// ServeHTTP fails when neither a start nor a success happened within ten scan
-// intervals (at least five minutes).
 func (h *health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.isLeader {
-		fmt.Fprintln(w, "OK (standby)")
+	if !h.monitoring {
+		fmt.Fprintln(w, "OK (not leading)")
 		return
 	}
-	window := max(10*h.interval, 5*time.Minute)
-	last := h.lastSuccess
-	if last.IsZero() {
-		last = h.started
-	}
-	if since := time.Since(last); since > window {
+	now := h.now()
+	sinceActivity, sinceSuccess := now.Sub(h.lastActivity), now.Sub(h.lastSuccess)
+	if sinceActivity > h.activityTimeout || sinceSuccess > h.successTimeout {
 		w.WriteHeader(http.StatusInternalServerError)
-		fmt.Fprintf(w, "no successful loop for %s (last error: %v)\n", since.Round(time.Second), h.lastErr)
+		fmt.Fprintf(w, "last loop %s ago (--max-inactivity %s), last successful loop %s ago (--max-failing-time %s), last error: %v\n",
+			sinceActivity.Round(time.Second), h.activityTimeout, sinceSuccess.Round(time.Second), h.successTimeout, h.lastErr)
 		return
 	}
 	fmt.Fprintln(w, "OK")

@@ -20,8 +20,7 @@ const recentUnschedulable = 10 * time.Second
 // otherwise as soon as a pod is newly marked unschedulable, or after
 // --scan-interval at the latest.
 func (a *Autoscaler) Run(ctx context.Context) {
-	a.health.leading(true)
-	defer a.health.leading(false)
+	a.health.startMonitoring()
 	logger := klog.FromContext(ctx)
 	for {
 		if err := a.RunOnce(ctx); err != nil && ctx.Err() == nil {

@@ -22,21 +22,25 @@ type Options struct {
 	Kubeconfig        string
 	// Namespace holds the status ConfigMap, the leader lease and the priority
 	// expander's ConfigMap.
-	Namespace                       string
-	ScanInterval                    time.Duration
-	Expander                        string
-	MaxNodesTotal                   int
-	MinCoresTotal                   int64
-	MaxCoresTotal                   int64
-	MinMemoryTotal                  int64 // bytes
-	MaxMemoryTotal                  int64 // bytes
-	MaxNodeProvisionTime            time.Duration
-	WriteStatusConfigMap            bool
-	LeaderElect                     bool
-	LeaderElectLease                time.Duration
-	LeaderElectRenew                time.Duration
-	LeaderElectRetry                time.Duration
-	LeaderElectResourceName         string
+	Namespace               string
+	ScanInterval            time.Duration
+	Expander                string
+	MaxNodesTotal           int
+	MinCoresTotal           int64
+	MaxCoresTotal           int64
+	MinMemoryTotal          int64 // bytes
+	MaxMemoryTotal          int64 // bytes
+	MaxNodeProvisionTime    time.Duration
+	WriteStatusConfigMap    bool
+	LeaderElect             bool
+	LeaderElectLease        time.Duration
+	LeaderElectRenew        time.Duration
+	LeaderElectRetry        time.Duration
+	LeaderElectResourceName string
+	// MaxInactivity and MaxFailingTime make /health-check fail on the leader
+	// after that long without a loop, or without a successful one.
+	MaxInactivity                   time.Duration
+	MaxFailingTime                  time.Duration
 	CapacityQuotasEnabled           bool
 	SchedulerConfigFile             string
 	MaxNodesPerScaleUp              int
@@ -181,6 +185,8 @@ func Defaults() Options {
 		LeaderElectRenew:                   10 * time.Second,
 		LeaderElectRetry:                   2 * time.Second,
 		LeaderElectResourceName:            "cluster-autoscaler",
+		MaxInactivity:                      10 * time.Minute,
+		MaxFailingTime:                     15 * time.Minute,
 		CapacityQuotasEnabled:              true,
 		MaxNodesPerScaleUp:                 1000,
 		InitialNodeGroupBackoffDuration:    5 * time.Minute,
@@ -287,6 +293,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SchedulerVerbosity < 0 {
 		problems = append(problems, fmt.Sprintf("--scheduler-verbosity must not be negative, got %d", o.SchedulerVerbosity))
+	}
+	if o.MaxInactivity <= 0 || o.MaxFailingTime <= 0 {
+		problems = append(problems, fmt.Sprintf("--max-inactivity (%s) and --max-failing-time (%s) must be positive", o.MaxInactivity, o.MaxFailingTime))
 	}
 	if o.StaleDataBound <= 0 {
 		problems = append(problems, fmt.Sprintf("--max-stale-data must be positive, got %s", o.StaleDataBound))
