@@ -319,16 +319,19 @@ func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext,
 		refused = append(refused, r...)
 	}
 	snapshot := simulator.NewSnapshot(nodes, bound)
+	if err := addUpcoming(snapshot, state, lc.Templates); err != nil {
+		return nil, err
+	}
 	a.Framework.SetSnapshot(snapshot)
 	groups := groupPods(pending)
 	for _, g := range groups {
 		g.check = a.Framework.PreFilter(ctx, g.sample())
 	}
-	groups, err := placeOnExisting(ctx, groups, snapshot, state, lc.Templates)
+	groups = placeOnExisting(ctx, groups, snapshot)
+	status, err := a.scaleUp(ctx, lc, state, health, groups, snapshot)
 	if err != nil {
 		return nil, err
 	}
-	status := a.scaleUp(ctx, lc, state, health, groups)
 	status.Refused = refused
 	if len(refused) > 0 && status.Result == processors.ScaleUpNotNeeded {
 		status.Result = processors.ScaleUpNoOptionsAvailable

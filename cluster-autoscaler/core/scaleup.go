@@ -33,11 +33,12 @@ var (
 // scaleUp picks one node group to grow for the pending pods, the way upstream's
 // orchestrator does: predicates on each template, an estimate of how many nodes
 // each group needs within every limit, the expander's choice, IncreaseSize.
-func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State, health *clusterstate.Health, groups []*podGroup) *processors.ScaleUpStatus {
+func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State, health *clusterstate.Health, groups []*podGroup,
+	snapshot *simulator.Snapshot) (*processors.ScaleUpStatus, error) {
 	logger := klog.FromContext(ctx)
 	status := &processors.ScaleUpStatus{Result: processors.ScaleUpNotNeeded}
 	if len(groups) == 0 {
-		return status
+		return status, nil
 	}
 	info := make([]processors.NoScaleUpInfo, len(groups))
 	for i, g := range groups {
@@ -133,7 +134,11 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 		for _, i := range passing {
 			pods = append(pods, prepared[i]...)
 		}
-		est := estimator.Binpack(ctx, pods, templateInfo, limit, a.opts.MaxNodeGroupBinpackingDuration)
+		newNode := func(i int) (fwk.NodeInfo, error) { return templateNodeInfo(template, id, fmt.Sprintf("new-%d", i)) }
+		est, err := estimator.Binpack(ctx, snapshot, pods, newNode, templateInfo, limit, a.opts.MaxNodeGroupBinpackingDuration)
+		if err != nil {
+			return nil, fmt.Errorf("estimating node group %s: %w", id, err)
+		}
 		estimated++
 		if len(capped) > 0 && len(est.Unscheduled) > 0 {
 			// The pods the limit left out are skipped because of it.
@@ -165,7 +170,7 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 	if len(options) == 0 {
 		status.Result = processors.ScaleUpNoOptionsAvailable
 		status.PodsRemainUnschedulable = info
-		return status
+		return status, nil
 	}
 	best := a.expander.BestOption(options)
 	increases := map[string]int{best.NodeGroup.Id(): best.NodeCount}
@@ -218,7 +223,7 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 			status.Result = processors.ScaleUpNoOptionsAvailable
 		}
 		status.PodsRemainUnschedulable = info
-		return status
+		return status, nil
 	}
 	if status.Result != processors.ScaleUpError {
 		status.Result = processors.ScaleUpSuccessful
@@ -240,7 +245,7 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 			status.PodsRemainUnschedulable = append(status.PodsRemainUnschedulable, info[i])
 		}
 	}
-	return status
+	return status, nil
 }
 
 // predicateReasons turns a Filter refusal into reasons, sorted.

@@ -14,30 +14,34 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
 )
 
-// placeOnExisting drops the pods that fit on a registered node or on a node
-// still being provisioned: the scheduler will place them without a new node, and
-// counting upcoming nodes is what keeps a loop during provisioning from asking
-// again. Placed pods take their room, so ten pods do not all claim one gap.
-func placeOnExisting(ctx context.Context, groups []*podGroup, snapshot *simulator.Snapshot, state *clusterstate.State,
-	templates map[string]*cloudprovider.NodeInfo) ([]*podGroup, error) {
-	existing, err := snapshot.NodeInfos()
-	if err != nil {
-		return nil, fmt.Errorf("listing snapshot nodes: %w", err)
-	}
-	nodes := newCopyOnWrite(existing)
+// addUpcoming puts a template copy for every node still being provisioned into
+// the snapshot: pods that fit there need no new node, and counting upcoming
+// nodes is what keeps a loop during provisioning from asking again. They are
+// topology domains like real nodes.
+func addUpcoming(snapshot *simulator.Snapshot, state *clusterstate.State, templates map[string]*cloudprovider.NodeInfo) error {
 	for _, gs := range state.Groups {
 		t := templates[gs.Group.Id()]
 		if t == nil {
 			continue
 		}
 		for i := range gs.Provisioning() {
-			info, err := simulator.NewNodeInfo(templateNode(t.Node, gs.Group.Id(), fmt.Sprintf("upcoming-%d", i)), t.Pods...)
+			info, err := templateNodeInfo(t, gs.Group.Id(), fmt.Sprintf("upcoming-%d", i))
 			if err != nil {
-				return nil, err
+				return err
 			}
-			nodes.append(info)
+			if err := snapshot.AddNode(info); err != nil {
+				return err
+			}
 		}
 	}
+	return nil
+}
+
+// placeOnExisting drops the pods that fit on a registered or upcoming node:
+// the scheduler will place them without a new node. Placed pods stay in the
+// snapshot, taking their room and counting for every later pod's affinity and
+// spreading, so ten pods do not all claim one gap.
+func placeOnExisting(ctx context.Context, groups []*podGroup, snapshot *simulator.Snapshot) []*podGroup {
 	var remaining []*podGroup
 	for _, g := range groups {
 		firstTry := 0
@@ -49,9 +53,15 @@ func placeOnExisting(ctx context.Context, groups []*podGroup, snapshot *simulato
 				continue
 			}
 			placed := false
-			for i := firstTry; i < nodes.len(); i++ {
-				if g.check.Fits(ctx, nodes.get(i)).IsSuccess() {
-					nodes.writable(i).AddPodInfo(podInfo)
+			if !g.check.Monotone() {
+				firstTry = 0
+			}
+			for i := firstTry; i < snapshot.Len(); i++ {
+				if g.check.Fits(ctx, snapshot.At(i)).IsSuccess() {
+					node := snapshot.Place(podInfo, i)
+					for _, other := range groups {
+						other.check.Placed(ctx, podInfo, node)
+					}
 					placed = true
 					break
 				}
@@ -65,32 +75,15 @@ func placeOnExisting(ctx context.Context, groups []*podGroup, snapshot *simulato
 			remaining = append(remaining, &podGroup{id: g.id, pods: left, check: g.check})
 		}
 	}
-	return remaining, nil
+	return remaining
 }
 
-// copyOnWrite clones a snapshot node only when a simulated pod lands on it, so
-// the common case (most nodes untouched) copies nothing.
-type copyOnWrite struct {
-	infos  []fwk.NodeInfo
-	cloned []bool
-}
-
-func newCopyOnWrite(infos []fwk.NodeInfo) *copyOnWrite {
-	return &copyOnWrite{infos: append([]fwk.NodeInfo(nil), infos...), cloned: make([]bool, len(infos))}
-}
-
-func (c *copyOnWrite) len() int               { return len(c.infos) }
-func (c *copyOnWrite) get(i int) fwk.NodeInfo { return c.infos[i] }
-func (c *copyOnWrite) append(info fwk.NodeInfo) {
-	c.infos = append(c.infos, info)
-	c.cloned = append(c.cloned, true)
-}
-func (c *copyOnWrite) writable(i int) fwk.NodeInfo {
-	if !c.cloned[i] {
-		c.infos[i] = c.infos[i].Snapshot()
-		c.cloned[i] = true
-	}
-	return c.infos[i]
+// templateNodeInfo is a copy of a group's template, node and pods, named so
+// that it collides with no real node and no other copy. It keeps the
+// template's labels, zone labels included, and gets a kubernetes.io/hostname of
+// its own, as a new node would.
+func templateNodeInfo(t *cloudprovider.NodeInfo, groupID, suffix string) (fwk.NodeInfo, error) {
+	return simulator.NewNodeInfo(templateNode(t.Node, groupID, suffix), t.Pods...)
 }
 
 // templateNode names a copy of a group's template node, so that simulated nodes

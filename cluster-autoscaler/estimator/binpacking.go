@@ -52,13 +52,26 @@ type Result struct {
 	Unscheduled []*corev1.Pod
 }
 
-// Binpack packs pods onto at most limit copies of template, largest pods first.
+// NewNode makes the i-th new node of an estimate from the group's template:
+// a copy with a name and kubernetes.io/hostname of its own.
+type NewNode func(i int) (fwk.NodeInfo, error)
+
+// Binpack packs pods onto at most limit new nodes, largest pods first, in the
+// cluster snapshot (existing and upcoming nodes, and the pods already placed
+// there). The new nodes and the pods placed on them are in the snapshot while
+// the estimate runs, and every pod's PreFilter state learns of each placement,
+// so that inter-pod affinity, anti-affinity and topology spreading hold among
+// the pods placed so far, as upstream's estimator has them; the snapshot is
+// back as it was when Binpack returns.
+//
 // A pod of a group that failed on a node is not retried on that node or earlier
-// ones: nodes only fill up, so the answer would not change. That keeps the
-// estimate linear in pods plus nodes rather than their product. After
-// maxDuration (0 is no bound) no new node is added, as upstream's
+// ones when the group's constraints only tighten as nodes fill (resources,
+// anti-affinity): the answer would not change. That keeps the estimate linear
+// in pods plus nodes rather than their product. After maxDuration (0 is no
+// bound) no new node is added, as upstream's
 // --max-nodegroup-binpacking-duration: the pods left then go unscheduled.
-func Binpack(ctx context.Context, pods []Pod, template fwk.NodeInfo, limit int, maxDuration time.Duration) Result {
+func Binpack(ctx context.Context, snapshot *simulator.Snapshot, pods []Pod, newNode NewNode, template fwk.NodeInfo, limit int,
+	maxDuration time.Duration) (Result, error) {
 	start := time.Now()
 	ordered := append([]Pod(nil), pods...)
 	allocatable := template.Node().Status.Allocatable
@@ -74,24 +87,61 @@ func Binpack(ctx context.Context, pods []Pod, template fwk.NodeInfo, limit int, 
 		return s
 	}
 	sort.SliceStable(ordered, func(i, j int) bool { return size(ordered[i]) > size(ordered[j]) })
-	var nodes []fwk.NodeInfo
+
+	snapshot.Fork()
+	defer snapshot.Revert()
+	checks := map[*simulator.PodCheck]*simulator.PodCheck{}
+	var forked []*simulator.PodCheck
+	for _, p := range ordered {
+		if _, ok := checks[p.Check]; !ok {
+			checks[p.Check] = p.Check.Fork()
+			forked = append(forked, checks[p.Check])
+		}
+	}
+	// New nodes are at positions first.. of the snapshot; used counts those
+	// holding a pod. Only the last can be empty (its pod did not fit after all,
+	// as with a zonal spread constraint); it stays for the next pod rather than
+	// another being added.
+	first := snapshot.Len()
+	used := 0
+	place := func(p Pod, i int) {
+		if i == first+used {
+			used++
+		}
+		node := snapshot.Place(p.Info, i)
+		for _, c := range forked {
+			c.Placed(ctx, p.Info, node)
+		}
+	}
 	firstTry := map[int]int{}
 	var res Result
 	for _, p := range ordered {
+		check := checks[p.Check]
 		placed := false
-		for i := firstTry[p.Group]; i < len(nodes); i++ {
-			if p.Check.Fits(ctx, nodes[i]).IsSuccess() {
-				nodes[i].AddPodInfo(p.Info)
+		from := first
+		if check.Monotone() {
+			from = max(first, firstTry[p.Group])
+		}
+		for i := from; i < snapshot.Len(); i++ {
+			if check.Fits(ctx, snapshot.At(i)).IsSuccess() {
+				place(p, i)
 				placed = true
 				break
 			}
 			firstTry[p.Group] = i + 1
 		}
-		if !placed && len(nodes) < limit && (maxDuration <= 0 || time.Since(start) < maxDuration) {
-			fresh := template.Snapshot()
-			if status := p.Check.Fits(ctx, fresh); status.IsSuccess() {
-				fresh.AddPodInfo(p.Info)
-				nodes = append(nodes, fresh)
+		// The scan above tried an empty last node already.
+		if !placed && used == snapshot.Len()-first && used < limit && (maxDuration <= 0 || time.Since(start) < maxDuration) {
+			fresh, err := newNode(used)
+			if err != nil {
+				return Result{}, err
+			}
+			if err := snapshot.AddNode(fresh); err != nil {
+				return Result{}, err
+			}
+			i := snapshot.Len() - 1
+			if status := check.Fits(ctx, snapshot.At(i)); status.IsSuccess() {
+				place(p, i)
 				placed = true
 			} else {
 				klog.FromContext(ctx).V(5).Info("Pod does not fit an empty template node",
@@ -104,6 +154,6 @@ func Binpack(ctx context.Context, pods []Pod, template fwk.NodeInfo, limit int, 
 			res.Unscheduled = append(res.Unscheduled, p.Pod)
 		}
 	}
-	res.NodeCount = len(nodes)
-	return res
+	res.NodeCount = used
+	return res, nil
 }

@@ -12,6 +12,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
 )
@@ -101,11 +102,104 @@ func TestBinpack(t *testing.T) {
 					pods = append(pods, ep)
 				}
 			}
-			res := Binpack(ctx, pods, info, tc.limit, 0)
+			snapshot := simulator.NewSnapshot(nil, nil)
+			fw.SetSnapshot(snapshot)
+			res, err := Binpack(ctx, snapshot, pods, copies(tc.node), info, tc.limit, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
 			got := []int{res.NodeCount, len(res.Scheduled), len(res.Unscheduled)}
 			want := []int{tc.wantNodes, len(pods) - tc.wantUnscheduled, tc.wantUnscheduled}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("[nodes scheduled unscheduled] (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// copies makes the i-th new node from node, as the loop does.
+func copies(node *corev1.Node) NewNode {
+	return func(i int) (fwk.NodeInfo, error) {
+		n := node.DeepCopy()
+		n.Name = fmt.Sprintf("%s-new-%d", node.Name, i)
+		n.Labels[corev1.LabelHostname] = n.Name
+		return simulator.NewNodeInfo(n)
+	}
+}
+
+// TestBinpackSeesPlacedPods: within one estimate, required anti-affinity and a
+// hard topology spread constraint hold among the pods placed so far, as they
+// do in upstream's estimator (one pod per new node here); and the snapshot is
+// as it was afterwards.
+func TestBinpackSeesPlacedPods(t *testing.T) {
+	ctx := context.Background()
+	labelled := func(name string) *corev1.Pod {
+		p := pod(name, "1", "")
+		p.Labels = map[string]string{"app": "web"}
+		return p
+	}
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	antiAffinity := func(p *corev1.Pod) {
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: selector, TopologyKey: corev1.LabelHostname}}}}
+	}
+	spread := func(p *corev1.Pod) {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname,
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: selector}}
+	}
+	// A full node of the cluster is a hostname domain with no web pod: the
+	// global minimum a spread constraint measures skew against.
+	full := template(t, "1", "4Gi")
+	full.Name, full.Labels[corev1.LabelHostname] = "full", "full"
+	filler := pod("filler", "1", "")
+	filler.Spec.NodeName = "full"
+	for _, tc := range []struct {
+		name      string
+		mutate    func(*corev1.Pod)
+		existing  []*corev1.Node
+		wantNodes int
+	}{
+		{"required anti-affinity on kubernetes.io/hostname", antiAffinity, nil, 4},
+		{"hostname spread, maxSkew 1, DoNotSchedule", spread, []*corev1.Node{full}, 4},
+		// The real scheduler too puts them all on the only node there is.
+		{"hostname spread with no other domain", spread, nil, 1},
+		{"no constraint", func(*corev1.Pod) {}, nil, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fw := newFramework(t)
+			snapshot := simulator.NewSnapshot(tc.existing, []*corev1.Pod{filler})
+			fw.SetSnapshot(snapshot)
+			node := template(t, "8", "32Gi")
+			info, err := simulator.NewNodeInfo(node)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pods []Pod
+			var check *simulator.PodCheck
+			for i := 0; i < 4; i++ {
+				p := labelled(fmt.Sprintf("web-%d", i))
+				tc.mutate(p)
+				if check == nil {
+					check = fw.PreFilter(ctx, p)
+				}
+				ep, err := NewPod(p, check, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pods = append(pods, ep)
+			}
+			before := snapshot.Len()
+			for round := 0; round < 2; round++ { // the second estimate starts from the same state
+				res, err := Binpack(ctx, snapshot, pods, copies(node), info, 10, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.NodeCount != tc.wantNodes || len(res.Scheduled) != 4 {
+					t.Errorf("round %d: %d nodes for %d pods, want %d nodes for 4", round, res.NodeCount, len(res.Scheduled), tc.wantNodes)
+				}
+				if snapshot.Len() != before {
+					t.Errorf("round %d: the snapshot has %d nodes after the estimate, want %d", round, snapshot.Len(), before)
+				}
 			}
 		})
 	}

@@ -6,26 +6,75 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 )
 
+// placementAware are the in-tree PreFilter plugins whose state depends on the
+// pods already on nodes, and which keep it current through the AddPod
+// extension: inter-pod (anti-)affinity, topology spreading and ReadWriteOncePod
+// volumes.
+var placementAware = []string{names.InterPodAffinity, names.PodTopologySpread, names.VolumeRestrictions}
+
 // PodCheck is one pod's PreFilter run, reusable for every node it is checked
-// against: PreFilter is per pod, Filter per node.
+// against: PreFilter is per pod, Filter per node. As the simulation places pods,
+// Placed keeps the PreFilter state as if PreFilter ran again, the way the
+// scheduler accounts for nominated pods; so a pod's anti-affinity or spread
+// constraint sees the pods placed before it in the same simulation.
 type PodCheck struct {
 	fw     *Framework
 	pod    *corev1.Pod
 	state  fwk.CycleState
 	status *fwk.Status
+	// tracks: some placement-aware plugin ran (was not skipped), so placed pods
+	// must be added to its state.
+	tracks bool
+	// affinitySkipped: InterPodAffinity skipped this pod, which has no affinity
+	// terms of its own and saw no pod with required anti-affinity. A placed
+	// pod with required anti-affinity changes that, and PreFilter runs again.
+	affinitySkipped bool
+	// monotone: placing pods can only turn this pod away from more nodes, never
+	// let it onto one that refused it (no required pod affinity, no hard
+	// spread constraint).
+	monotone bool
+	// namespaceLocal: the pod's required affinity terms select pods of its own
+	// namespace only.
+	namespaceLocal bool
+	// shared: state is also another PodCheck's (see Fork), so it is copied
+	// before it changes.
+	shared bool
 }
 
 // PreFilter runs the PreFilter plugins for pod against the current snapshot.
 func (f *Framework) PreFilter(ctx context.Context, pod *corev1.Pod) *PodCheck {
+	c := &PodCheck{fw: f, pod: pod}
+	c.preFilter(ctx)
+	return c
+}
+
+func (c *PodCheck) preFilter(ctx context.Context) {
 	state := framework.NewCycleState()
-	_, status, _ := f.RunPreFilterPlugins(f.pluginContext(ctx), state, pod)
+	_, status, _ := c.fw.RunPreFilterPlugins(c.fw.pluginContext(ctx), state, c.pod)
 	if status.IsSkip() {
 		status = nil
 	}
-	return &PodCheck{fw: f, pod: pod, state: state, status: status}
+	c.state, c.status, c.shared = state, status, false
+	skipped := state.GetSkipFilterPlugins()
+	c.tracks, c.affinitySkipped = false, false
+	for _, name := range c.fw.placementAware {
+		if !skipped.Has(name) {
+			c.tracks = true
+		}
+	}
+	c.affinitySkipped = c.fw.enabledPreFilter.Has(names.InterPodAffinity) && skipped.Has(names.InterPodAffinity)
+	a := c.pod.Spec.Affinity
+	requiredAffinity := a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
+	c.namespaceLocal = namespaceLocal(c.pod)
+	c.monotone = !requiredAffinity && (skipped.Has(names.PodTopologySpread) || !c.fw.enabledPreFilter.Has(names.PodTopologySpread))
 }
+
+// Monotone reports whether a node that refused the pod refuses it for good in
+// this simulation, which only adds pods.
+func (c *PodCheck) Monotone() bool { return c.monotone }
 
 // Fits runs the Filter plugins for the pod on info. A PreFilter refusal refuses
 // every node.
@@ -36,8 +85,68 @@ func (c *PodCheck) Fits(ctx context.Context, info fwk.NodeInfo) *fwk.Status {
 	return c.fw.RunFilterPlugins(c.fw.pluginContext(ctx), c.state, c.pod, info)
 }
 
+// Placed tells the check that the simulation put placed on node (which already
+// holds it).
+func (c *PodCheck) Placed(ctx context.Context, placed fwk.PodInfo, node fwk.NodeInfo) {
+	if !c.status.IsSuccess() {
+		return
+	}
+	// Spreading and volumes count pods of the pod's own namespace only, and
+	// affinity terms do unless they name other namespaces: most placements
+	// concern few checks.
+	if p := placed.GetPod(); p.Namespace != c.pod.Namespace && c.namespaceLocal && namespaceLocal(p) {
+		return
+	}
+	if c.affinitySkipped && len(placed.GetRequiredAntiAffinityTerms()) > 0 {
+		c.preFilter(ctx)
+		return
+	}
+	if !c.tracks {
+		return
+	}
+	if c.shared {
+		c.state, c.shared = c.state.Clone(), false
+	}
+	if st := c.fw.RunPreFilterExtensionAddPod(c.fw.pluginContext(ctx), c.state, c.pod, placed, node); !st.IsSuccess() {
+		c.status = st
+	}
+}
+
+// Fork returns a copy whose later Placed calls leave c as it is: estimating
+// for one node group must not change what the next one starts from.
+func (c *PodCheck) Fork() *PodCheck {
+	cp := *c
+	cp.shared, c.shared = true, true
+	return &cp
+}
+
 // Pod is the pod checked.
 func (c *PodCheck) Pod() *corev1.Pod { return c.pod }
 
 // PreFilterStatus is the PreFilter outcome; nil is success.
 func (c *PodCheck) PreFilterStatus() *fwk.Status { return c.status }
+
+// namespaceLocal reports whether every required (anti-)affinity term of pod
+// selects pods of its own namespace only, as a term without namespaces and
+// without a namespace selector does.
+func namespaceLocal(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	if a == nil {
+		return true
+	}
+	local := func(terms []corev1.PodAffinityTerm) bool {
+		for _, t := range terms {
+			if t.NamespaceSelector != nil {
+				return false
+			}
+			for _, ns := range t.Namespaces {
+				if ns != pod.Namespace {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	return (a.PodAffinity == nil || local(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution)) &&
+		(a.PodAntiAffinity == nil || local(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution))
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	feature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -87,6 +88,10 @@ type FrameworkOptions struct {
 	// LogOffset is added to the verbosity of every line the plugins log, so
 	// that they log only up to upstream's --scheduler-verbosity.
 	LogOffset int
+	// PlacementAwarePlugins name the out-of-tree PreFilter plugins that
+	// implement the AddPod extension, so that their state follows simulated
+	// placements as the in-tree ones' does.
+	PlacementAwarePlugins []string
 }
 
 // Framework is a scheduler framework whose snapshot the caller replaces once per
@@ -95,6 +100,10 @@ type Framework struct {
 	framework.Framework
 	snapshot  *swappableSnapshot
 	logOffset int
+	// enabledPreFilter are the profile's PreFilter plugins; placementAware
+	// those among them whose state follows placed pods.
+	enabledPreFilter sets.Set[string]
+	placementAware   []string
 }
 
 // NewFramework instantiates the profile's plugins over a snapshot the caller sets
@@ -111,7 +120,7 @@ func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error
 		return nil, fmt.Errorf("registering plugins: %w", err)
 	}
 	snapshot := &swappableSnapshot{}
-	snapshot.set(newEmptySnapshot())
+	snapshot.set(lister{newEmptySnapshot()})
 	frameworkOpts := []frameworkruntime.Option{
 		frameworkruntime.WithClientSet(opts.Client),
 		frameworkruntime.WithKubeConfig(opts.KubeConfig),
@@ -132,7 +141,18 @@ func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error
 	if err != nil {
 		return nil, fmt.Errorf("building the simulation framework for profile %q: %w", opts.Config.Profiles[0].SchedulerName, err)
 	}
-	return &Framework{Framework: fw, snapshot: snapshot, logOffset: opts.LogOffset}, nil
+	out := &Framework{Framework: fw, snapshot: snapshot, logOffset: opts.LogOffset, enabledPreFilter: sets.New[string]()}
+	if plugins := fw.ListPlugins(); plugins != nil {
+		for _, p := range plugins.PreFilter.Enabled {
+			out.enabledPreFilter.Insert(p.Name)
+		}
+	}
+	for _, name := range append(append([]string(nil), placementAware...), opts.PlacementAwarePlugins...) {
+		if out.enabledPreFilter.Has(name) {
+			out.placementAware = append(out.placementAware, name)
+		}
+	}
+	return out, nil
 }
 
 // csiNodes are the CSINodes the plugins see: the cluster's, or none, as
@@ -174,7 +194,7 @@ func newDRAManager(ctx context.Context, opts FrameworkOptions) (fwk.SharedDRAMan
 }
 
 // SetSnapshot makes s the cluster every later check sees.
-func (f *Framework) SetSnapshot(s *Snapshot) { f.snapshot.set(s.inner) }
+func (f *Framework) SetSnapshot(s *Snapshot) { f.snapshot.set(lister{s}) }
 
 // swappableSnapshot lets one framework, built once, read a new snapshot every
 // loop: plugins keep the lister they were given at construction.

@@ -1,21 +1,58 @@
 package simulator
 
 import (
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
-// Snapshot is the cluster as one loop sees it: registered nodes with their pods,
-// plus one template node per node group that may grow.
+// Snapshot is the cluster as one loop simulates it: the registered nodes with
+// their pods, then the nodes the simulation adds (upcoming and new nodes of a
+// group) and the pods it places. Plugins read it through the framework's
+// lister, so that PreFilter sees simulated nodes and pods like real ones: a new
+// node is a topology domain, a placed pod counts for affinity and spreading.
+//
+// A node is copied only when a simulated pod lands on it, and Fork/Revert undo
+// the changes of one estimate, so that estimating for many groups costs no copy
+// of the whole cluster.
 type Snapshot struct {
-	inner *cache.Snapshot
+	base  *cache.Snapshot
+	nodes []fwk.NodeInfo
+	index map[string]int
+	// owned[i] is set when nodes[i] was copied (or added) since the last Fork,
+	// so the change need not copy it again.
+	owned  []bool
+	forks  []fork
+	listed *affinityLists
 }
 
-func newEmptySnapshot() *cache.Snapshot { return cache.NewEmptySnapshot() }
+type fork struct {
+	nodes []fwk.NodeInfo
+	owned []bool
+}
+
+// affinityLists are the lister's subsets of nodes, rebuilt after a change when
+// a plugin asks for them (PreFilter does, Filter does not).
+type affinityLists struct {
+	withAffinity, withRequiredAntiAffinity, withRequiredNonHostScoped []fwk.NodeInfo
+}
+
+func newEmptySnapshot() *Snapshot { return newSnapshot(cache.NewEmptySnapshot()) }
+
+func newSnapshot(base *cache.Snapshot) *Snapshot {
+	list, _ := base.List()
+	s := &Snapshot{base: base, nodes: append([]fwk.NodeInfo(nil), list...), index: make(map[string]int, len(list)),
+		owned: make([]bool, len(list))}
+	for i, n := range list {
+		s.index[n.Node().Name] = i
+	}
+	return s
+}
 
 // NewSnapshot builds a snapshot of nodes and the pods bound to them. Pods bound to
 // a node that is not in the list (deleted, or not seen yet) are left out: a node
@@ -31,17 +68,141 @@ func NewSnapshot(nodes []*corev1.Node, pods []*corev1.Pod) *Snapshot {
 			onKnownNodes = append(onKnownNodes, p)
 		}
 	}
-	return &Snapshot{inner: cache.NewSnapshot(onKnownNodes, nodes)}
+	return newSnapshot(cache.NewSnapshot(onKnownNodes, nodes))
 }
 
 // NodeInfo returns a node's info from the snapshot.
-func (s *Snapshot) NodeInfo(name string) (fwk.NodeInfo, error) {
-	return s.inner.NodeInfos().Get(name)
+func (s *Snapshot) NodeInfo(name string) (fwk.NodeInfo, error) { return s.Get(name) }
+
+// NodeInfos lists every node of the snapshot, real ones first, then the
+// simulated ones in the order they were added.
+func (s *Snapshot) NodeInfos() ([]fwk.NodeInfo, error) { return s.nodes, nil }
+
+// Len and At walk the nodes by position, which stays stable while pods are
+// placed.
+func (s *Snapshot) Len() int              { return len(s.nodes) }
+func (s *Snapshot) At(i int) fwk.NodeInfo { return s.nodes[i] }
+
+// AddNode adds a simulated node, with the pods info already holds.
+func (s *Snapshot) AddNode(info fwk.NodeInfo) error {
+	if info.Node() == nil {
+		return errors.New("adding a node info without a node")
+	}
+	name := info.Node().Name
+	if _, ok := s.index[name]; ok {
+		return fmt.Errorf("node %s is already in the snapshot", name)
+	}
+	s.index[name] = len(s.nodes)
+	s.nodes = append(s.nodes, info)
+	s.owned = append(s.owned, true)
+	s.listed = nil
+	return nil
 }
 
-// NodeInfos lists every node of the snapshot.
-func (s *Snapshot) NodeInfos() ([]fwk.NodeInfo, error) {
-	return s.inner.NodeInfos().List()
+// Place adds a simulated pod to the node at position i and returns the node as
+// it now is.
+func (s *Snapshot) Place(pod fwk.PodInfo, i int) fwk.NodeInfo {
+	if !s.owned[i] {
+		s.nodes[i] = s.nodes[i].Snapshot()
+		s.owned[i] = true
+	}
+	s.nodes[i].AddPodInfo(pod)
+	s.listed = nil
+	return s.nodes[i]
+}
+
+// Fork starts changes that Revert undoes.
+func (s *Snapshot) Fork() {
+	s.forks = append(s.forks, fork{nodes: append([]fwk.NodeInfo(nil), s.nodes...), owned: s.owned})
+	s.owned = make([]bool, len(s.nodes))
+}
+
+// Revert undoes every change since the matching Fork.
+func (s *Snapshot) Revert() {
+	f := s.forks[len(s.forks)-1]
+	s.forks = s.forks[:len(s.forks)-1]
+	for _, n := range s.nodes[len(f.nodes):] {
+		delete(s.index, n.Node().Name)
+	}
+	s.nodes, s.owned, s.listed = f.nodes, f.owned, nil
+}
+
+// The scheduler framework's listers.
+
+func (s *Snapshot) List() ([]fwk.NodeInfo, error) { return s.nodes, nil }
+
+func (s *Snapshot) Get(name string) (fwk.NodeInfo, error) {
+	if i, ok := s.index[name]; ok {
+		return s.nodes[i], nil
+	}
+	return nil, fmt.Errorf("nodeinfo not found for node name %q", name)
+}
+
+func (s *Snapshot) lists() *affinityLists {
+	if s.listed == nil {
+		l := &affinityLists{}
+		for _, n := range s.nodes {
+			if len(n.GetPodsWithAffinity()) > 0 {
+				l.withAffinity = append(l.withAffinity, n)
+			}
+			if len(n.GetPodsWithRequiredAntiAffinity()) > 0 {
+				l.withRequiredAntiAffinity = append(l.withRequiredAntiAffinity, n)
+			}
+			if len(n.GetPodsWithRequiredNonHostScopedAntiAffinity()) > 0 {
+				l.withRequiredNonHostScoped = append(l.withRequiredNonHostScoped, n)
+			}
+		}
+		s.listed = l
+	}
+	return s.listed
+}
+
+func (s *Snapshot) HavePodsWithAffinityList() ([]fwk.NodeInfo, error) {
+	return s.lists().withAffinity, nil
+}
+
+func (s *Snapshot) HavePodsWithRequiredAntiAffinityList() ([]fwk.NodeInfo, error) {
+	return s.lists().withRequiredAntiAffinity, nil
+}
+
+func (s *Snapshot) HavePodsWithRequiredNonHostScopedAntiAffinityList() ([]fwk.NodeInfo, error) {
+	return s.lists().withRequiredNonHostScoped, nil
+}
+
+// lister is what the framework's plugins read: the snapshot's nodes, and the
+// real cluster's volumes and pod groups (simulated pods claim no volume and
+// join no pod group).
+type lister struct{ *Snapshot }
+
+func (l lister) NodeInfos() fwk.NodeInfoLister           { return l.Snapshot }
+func (l lister) StorageInfos() fwk.StorageInfoLister     { return l.base.StorageInfos() }
+func (l lister) PodGroupStates() fwk.PodGroupStateLister { return l.base.PodGroupStates() }
+func (l lister) PodGroups() fwk.PodGroupLister           { return l.base.PodGroups() }
+func (l lister) CompositePodGroupStates() fwk.CompositePodGroupStateLister {
+	return l.base.CompositePodGroupStates()
+}
+func (l lister) CompositePodGroups() fwk.CompositePodGroupLister { return l.base.CompositePodGroups() }
+
+// The mutation session is for PodGroupPostFilter plugins, which the
+// simulation does not run; it maps onto Fork and Revert.
+func (l lister) StartMutations() error { l.Fork(); return nil }
+func (l lister) EndMutations() error {
+	if len(l.forks) == 0 {
+		return errors.New("no mutation session started")
+	}
+	l.Revert()
+	return nil
+}
+func (l lister) AddPod(pod fwk.PodInfo, nodeName string) error {
+	i, ok := l.index[nodeName]
+	if !ok {
+		return fmt.Errorf("node %q not found in the snapshot", nodeName)
+	}
+	l.Place(pod, i)
+	return nil
+}
+func (l lister) RemovePod(klog.Logger, *corev1.Pod, string) error {
+	return errors.New("the autoscaler's simulation removes no pod")
 }
 
 // NewNodeInfo builds a standalone NodeInfo, outside any snapshot: a template node

@@ -48,7 +48,12 @@ func readTestdata(t *testing.T, path string) []byte {
 func createNamespace(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
 	if name == "" {
-		name = "e2e-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+		name = "e2e-" + strings.Map(func(r rune) rune {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '-'
+		}, strings.ToLower(t.Name()))
 		if len(name) > 50 {
 			name = name[:50]
 		}

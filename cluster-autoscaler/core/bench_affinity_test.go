@@ -1,0 +1,57 @@
+package core
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+)
+
+// BenchmarkRunOnceAntiAffinity is BenchmarkRunOnce at P3's size with every
+// pending pod under required anti-affinity on kubernetes.io/hostname against
+// the pods of its own deployment: the estimate then tracks each placement in
+// every such pod's PreFilter state, and opens one node per pod.
+func BenchmarkRunOnceAntiAffinity(b *testing.B) {
+	for _, size := range []struct{ nodes, podsPerNode, groups, pending int }{
+		{1000, 30, 100, 500},
+	} {
+		b.Run(fmt.Sprintf("nodes=%d/pods=%d/groups=%d/pending=%d", size.nodes, size.nodes*size.podsPerNode, size.groups, size.pending), func(b *testing.B) {
+			f := newLoopFixture(size.nodes, size.podsPerNode, size.groups, size.pending)
+			pods, err := f.pods.List(labels.Everything())
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, p := range pods {
+				if p.Spec.NodeName != "" {
+					continue
+				}
+				app := metav1.GetControllerOf(p).Name
+				p.Labels = map[string]string{"app": app}
+				p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}},
+						TopologyKey:   corev1.LabelHostname,
+					}}}}
+			}
+			a := newTestAutoscaler(b, f)
+			ctx := klog.NewContext(context.Background(), logr.Discard())
+			now := time.Unix(1000, 0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if err := a.RunOnce(ctx, now); err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				resetTargets(f)
+				b.StartTimer()
+			}
+		})
+	}
+}

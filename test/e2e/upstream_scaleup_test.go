@@ -1,0 +1,110 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/quotascale/quotascale/cloudprovider/kwok"
+)
+
+// newPod is a 1-container pod of ns requesting cpu, labelled app=prefix, for
+// mutate to shape.
+func newPod(ns, name, app, cpu string, mutate func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": app}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.k8s.io/pause",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}},
+			}},
+		},
+	}
+	if mutate != nil {
+		mutate(p)
+	}
+	return p
+}
+
+func createShapedPods(t *testing.T, ctx context.Context, ns, app string, n int, cpu string, mutate func(*corev1.Pod)) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		if _, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, newPod(ns, fmt.Sprintf("%s-%d", app, i), app, cpu, mutate), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// waitRunning waits until n pods of ns labelled app run.
+func waitRunning(t *testing.T, ctx context.Context, ns, app string, n int) {
+	t.Helper()
+	waitFor(t, ctx, fmt.Sprintf("%d %s pods running", n, app), func(ctx context.Context) error {
+		pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		if err != nil {
+			return err
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		if running != n {
+			return fmt.Errorf("%d of %d running", running, n)
+		}
+		return nil
+	})
+}
+
+// TestScaleUpAffinityAwareEstimate: on 8-cpu nodes, 4 pods of 1 cpu that must
+// not share a host ask for 4 nodes in the first scale-up, as upstream's
+// estimator does; so do 4 pods under a hostname topology spread constraint
+// (maxSkew 1, DoNotSchedule) when the group already has a node they count as a
+// domain (full, so they cannot run there).
+func TestScaleUpAffinityAwareEstimate(t *testing.T) {
+	onGroup := func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{kwok.NodeGroupLabel: "e2e-kwok-8cpu"} }
+	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
+	for _, tc := range []struct {
+		name   string
+		filler bool
+		shape  func(*corev1.Pod)
+	}{
+		{"required anti-affinity on kubernetes.io/hostname", false, func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: selector, TopologyKey: corev1.LabelHostname}}}}
+		}},
+		{"hostname topology spread, maxSkew 1, DoNotSchedule", true, func(p *corev1.Pod) {
+			onGroup(p)
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname,
+				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: selector}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := testContext(t)
+			ns := createNamespace(t, ctx, "")
+			a := startAutoscaler(t, ctx, eightCPUGroup, nil)
+			start := 0
+			if tc.filler {
+				createShapedPods(t, ctx, ns, "filler", 1, "8", onGroup)
+				waitUnschedulable(t, ctx, ns, 1)
+				a.loop(t, ctx)
+				waitRunning(t, ctx, ns, "filler", 1)
+				start = 1
+			}
+			createShapedPods(t, ctx, ns, "web", 4, "1", tc.shape)
+			waitUnschedulable(t, ctx, ns, 4)
+			a.loop(t, ctx)
+			if diff := cmp.Diff(map[string]int{"e2e-kwok-8cpu": start + 4}, a.targets(t)); diff != "" {
+				t.Fatalf("targets after the first scale-up (-want +got):\n%s", diff)
+			}
+			waitRunning(t, ctx, ns, "web", 4)
+		})
+	}
+}
