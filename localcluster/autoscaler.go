@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	corev1 "k8s.io/api/core/v1"
 	"strings"
 	"sync"
 
@@ -20,6 +21,8 @@ import (
 // (StartClusterAPI) is the infrastructure. It loops every opts.ScanInterval
 // until stop is called or the cluster stops.
 func (c *Cluster) StartAutoscaler(ctx context.Context, opts config.Options) (a *app.Autoscaler, stop func(), err error) {
+	// This cluster's scheduler runs CapacityScheduling in its default profile.
+	opts.ElasticQuotaSchedulerNames = []string{corev1.DefaultSchedulerName}
 	stopCloud := func() {}
 	if opts.CloudProviderName == "" || opts.CloudProviderName == kwok.ProviderName {
 		opts.CloudProviderName = kwok.ProviderName

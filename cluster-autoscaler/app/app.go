@@ -163,7 +163,7 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	var rootMin func() corev1.ResourceList
 	if opts.ElasticQuotaEnabled {
 		treeInformer = typedinformer.New[schedulingv1beta1.ElasticQuotaTree](dyn, elasticquota.Resource, 0)
-		trees := elasticquota.New(treeInformer.GetStore(), pods.Lister())
+		trees := elasticquota.New(treeInformer.GetStore(), pods.Lister(), opts.ElasticQuotaSchedulerNames)
 		podListProcessors = append(podListProcessors, trees)
 		rootMin = trees.RootMin
 	}
@@ -184,23 +184,24 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		StatusProcessors:  []processors.ScaleUpStatusProcessor{events, visibility},
 		AfterLoop:         []func(context.Context) error{(&capacityquota.StatusWriter{Client: dyn, Processor: quotas}).Write},
 		ScaleDownPlanner: scaledown.NewPlanner(scaledown.Options{
-			Enabled:                     opts.ScaleDownEnabled,
-			UtilizationThreshold:        opts.ScaleDownUtilizationThreshold,
-			UnneededTime:                opts.ScaleDownUnneededTime,
-			DelayAfterAdd:               opts.ScaleDownDelayAfterAdd,
-			DelayAfterFailure:           opts.ScaleDownDelayAfterFailure,
-			MaxEmptyBulkDelete:          opts.MaxEmptyBulkDelete,
-			MaxGracefulTermination:      time.Duration(opts.MaxGracefulTerminationSec) * time.Second,
-			SkipNodesWithLocalStorage:   opts.SkipNodesWithLocalStorage,
-			SkipNodesWithSystemPods:     opts.SkipNodesWithSystemPods,
-			MinCores:                    opts.MinCoresTotal,
-			MinMemory:                   opts.MinMemoryTotal,
-			GPUUtilizationThreshold:     opts.ScaleDownGPUUtilizationThreshold,
-			IgnoreMirrorPodsUtilization: opts.IgnoreMirrorPodsUtilization,
-			BlockingSystemPodTimeout:    opts.BlockingSystemPodDisruptionTimeout,
-			UnremovableRecheckTimeout:   opts.UnremovableNodeRecheckTimeout,
-			SimulationTimeout:           opts.ScaleDownSimulationTimeout,
-			DeletionCandidateTTL:        opts.NodeDeletionCandidateTTL,
+			Enabled:                      opts.ScaleDownEnabled,
+			UtilizationThreshold:         opts.ScaleDownUtilizationThreshold,
+			UnneededTime:                 opts.ScaleDownUnneededTime,
+			DelayAfterAdd:                opts.ScaleDownDelayAfterAdd,
+			DelayAfterFailure:            opts.ScaleDownDelayAfterFailure,
+			MaxEmptyBulkDelete:           opts.MaxEmptyBulkDelete,
+			MaxGracefulTermination:       time.Duration(opts.MaxGracefulTerminationSec) * time.Second,
+			SkipNodesWithLocalStorage:    opts.SkipNodesWithLocalStorage,
+			SkipNodesWithSystemPods:      opts.SkipNodesWithSystemPods,
+			ExpendablePodsPriorityCutoff: opts.ExpendablePodsPriorityCutoff,
+			MinCores:                     opts.MinCoresTotal,
+			MinMemory:                    opts.MinMemoryTotal,
+			GPUUtilizationThreshold:      opts.ScaleDownGPUUtilizationThreshold,
+			IgnoreMirrorPodsUtilization:  opts.IgnoreMirrorPodsUtilization,
+			BlockingSystemPodTimeout:     opts.BlockingSystemPodDisruptionTimeout,
+			UnremovableRecheckTimeout:    opts.UnremovableNodeRecheckTimeout,
+			SimulationTimeout:            opts.ScaleDownSimulationTimeout,
+			DeletionCandidateTTL:         opts.NodeDeletionCandidateTTL,
 		}, fw),
 		ScaleDownActuator: &scaledown.Actuator{Client: client, Provider: provider,
 			MaxGracefulTermination: time.Duration(opts.MaxGracefulTerminationSec) * time.Second,
@@ -373,17 +374,20 @@ func openVisibilityLog(ctx context.Context, path string) (*status.VisibilityLog,
 }
 
 // simulationConfig is the scheduler configuration the scale-up simulation runs:
-// --scheduler-config-file, or the default profile plus CapacityScheduling when
-// elastic quota is on, so that a quota node's ResourceFlavor steers the
-// simulation to the node groups its pods may use. The plugin reports nothing from
-// here: the scheduler owns tree status and events.
+// --scheduler-config-file, or upstream's default profile plus, when elastic
+// quota is on, one profile with CapacityScheduling for each scheduler of
+// --elastic-quota-scheduler-names (default-scheduler's own profile when it is
+// one of them), so that a quota pod's ResourceFlavor steers the simulation to
+// the node groups it may use while other pods are simulated as the stock
+// scheduler places them. The plugin reports nothing from here: the scheduler
+// owns tree status and events.
 func simulationConfig(opts config.Options) (*schedulerapi.KubeSchedulerConfiguration, error) {
 	if opts.SchedulerConfigFile != "" || !opts.ElasticQuotaEnabled {
 		return simulator.LoadSchedulerConfig(opts.SchedulerConfigFile)
 	}
-	return simulator.DefaultSchedulerConfig(&configv1.KubeSchedulerConfiguration{
-		Profiles: []configv1.KubeSchedulerProfile{{
-			SchedulerName: ptr.To(corev1.DefaultSchedulerName),
+	quota := func(name string) configv1.KubeSchedulerProfile {
+		return configv1.KubeSchedulerProfile{
+			SchedulerName: ptr.To(name),
 			Plugins: &configv1.Plugins{
 				MultiPoint: configv1.PluginSet{Enabled: []configv1.Plugin{{Name: capacityscheduling.Name}}},
 			},
@@ -391,8 +395,17 @@ func simulationConfig(opts config.Options) (*schedulerapi.KubeSchedulerConfigura
 				Name: capacityscheduling.Name,
 				Args: runtime.RawExtension{Raw: []byte(`{"writeStatus":false}`)},
 			}},
-		}},
-	})
+		}
+	}
+	profiles := []configv1.KubeSchedulerProfile{{SchedulerName: ptr.To(corev1.DefaultSchedulerName)}}
+	for _, name := range opts.ElasticQuotaSchedulerNames {
+		if name == corev1.DefaultSchedulerName {
+			profiles[0] = quota(name)
+			continue
+		}
+		profiles = append(profiles, quota(name))
+	}
+	return simulator.DefaultSchedulerConfig(&configv1.KubeSchedulerConfiguration{Profiles: profiles})
 }
 
 // requireCRDs fails fast, naming the missing CRD, when an API the autoscaler

@@ -39,13 +39,19 @@ type Options struct {
 	LeaderElectResourceName string
 	// MaxInactivity and MaxFailingTime make /health-check fail on the leader
 	// after that long without a loop, or without a successful one.
-	MaxInactivity                   time.Duration
-	MaxFailingTime                  time.Duration
-	CapacityQuotasEnabled           bool
-	SchedulerConfigFile             string
-	MaxNodesPerScaleUp              int
-	BalanceSimilarNodeGroups        bool
-	NewPodScaleUpDelay              time.Duration
+	MaxInactivity            time.Duration
+	MaxFailingTime           time.Duration
+	CapacityQuotasEnabled    bool
+	SchedulerConfigFile      string
+	MaxNodesPerScaleUp       int
+	BalanceSimilarNodeGroups bool
+	NewPodScaleUpDelay       time.Duration
+	// ExpendablePodsPriorityCutoff: pods of a lower priority trigger no
+	// scale-up and keep no node.
+	ExpendablePodsPriorityCutoff int
+	// BypassedSchedulerNames' pods count for scale-up without waiting for
+	// their scheduler to mark them unschedulable.
+	BypassedSchedulerNames          []string
 	InitialNodeGroupBackoffDuration time.Duration
 	MaxNodeGroupBackoffDuration     time.Duration
 	NodeGroupBackoffResetTimeout    time.Duration
@@ -71,6 +77,8 @@ type Options struct {
 	// ElasticQuotaEnabled admits pending pods against the ElasticQuotaTree before
 	// scale-up and runs the CapacityScheduling plugin in the simulation.
 	ElasticQuotaEnabled bool
+	// ElasticQuotaSchedulerNames are the schedulers that enforce the tree.
+	ElasticQuotaSchedulerNames []string
 	// Master is --kubernetes: the API server URL, overriding the kubeconfig's.
 	Master string
 	// The API client's settings, applied where main builds the connection.
@@ -189,6 +197,7 @@ func Defaults() Options {
 		MaxFailingTime:                     15 * time.Minute,
 		CapacityQuotasEnabled:              true,
 		MaxNodesPerScaleUp:                 1000,
+		ExpendablePodsPriorityCutoff:       -10,
 		InitialNodeGroupBackoffDuration:    5 * time.Minute,
 		MaxNodeGroupBackoffDuration:        30 * time.Minute,
 		NodeGroupBackoffResetTimeout:       3 * time.Hour,
@@ -196,6 +205,7 @@ func Defaults() Options {
 		StaleDataBound:                     time.Minute,
 		KwokState:                          "kube-system/quotascale-kwok-cloud",
 		ElasticQuotaEnabled:                true,
+		ElasticQuotaSchedulerNames:         []string{"quotascale-scheduler"},
 		ScaleDownEnabled:                   true,
 		ScaleDownUtilizationThreshold:      0.5,
 		ScaleDownUnneededTime:              10 * time.Minute,

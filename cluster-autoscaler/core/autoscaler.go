@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -78,6 +77,8 @@ type Autoscaler struct {
 	latency           removalLatency
 	skippedSince      map[string]time.Time
 	softTaintsCleaned bool
+	// bypassed are --bypassed-scheduler-names.
+	bypassed map[string]bool
 }
 
 // nodesNotReadyAfterStart is how long after the start a cluster without a
@@ -90,6 +91,10 @@ func (a *Autoscaler) Productive() bool { return a.productive }
 
 // New builds an autoscaler.
 func New(opts config.Options, deps Deps) *Autoscaler {
+	bypassed := map[string]bool{}
+	for _, name := range opts.BypassedSchedulerNames {
+		bypassed[name] = true
+	}
 	return &Autoscaler{
 		Deps: deps,
 		opts: opts,
@@ -105,6 +110,7 @@ func New(opts config.Options, deps Deps) *Autoscaler {
 		expander:   deps.Expander,
 		started:    time.Now(),
 		similarity: newSimilarity(opts),
+		bypassed:   bypassed,
 		healthOptions: clusterstate.HealthOptions{
 			MaxTotalUnreadyPercentage: opts.MaxTotalUnreadyPercentage,
 			OkTotalUnreadyCount:       opts.OkTotalUnreadyCount,
@@ -238,7 +244,7 @@ func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				bound = append(bound, p)
 			}
-		case a.unschedulable(p, now):
+		case a.unschedulable(ctx, p, now):
 			pending = append(pending, p)
 		}
 	}
@@ -337,30 +343,6 @@ func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext,
 		status.Result = processors.ScaleUpNoOptionsAvailable
 	}
 	return status, nil
-}
-
-// unschedulable reports whether the scheduler gave up on a pod for now and the
-// pod is old enough to act on. A pod nominated to a node is waiting for the pods
-// its preemption (or reclaim) evicts: a new node would be bought for nothing.
-func (a *Autoscaler) unschedulable(p *corev1.Pod, now time.Time) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	if p.Status.NominatedNodeName != "" {
-		return false
-	}
-	if now.Sub(p.CreationTimestamp.Time) < a.opts.NewPodScaleUpDelay {
-		return false
-	}
-	if len(a.opts.AllowedSchedulerNames) > 0 && !slices.Contains(a.opts.AllowedSchedulerNames, p.Spec.SchedulerName) {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	return false
 }
 
 // removeFailedInstances deletes instances that registered too late, then

@@ -36,6 +36,9 @@ type Options struct {
 	MaxGracefulTermination    time.Duration
 	SkipNodesWithLocalStorage bool
 	SkipNodesWithSystemPods   bool
+	// ExpendablePodsPriorityCutoff: pods of a lower priority keep no node
+	// and are not moved, as upstream's expendable pods.
+	ExpendablePodsPriorityCutoff int
 	// MinCores and MinMemory (bytes) are the minimums of --cores-total and
 	// --memory-total.
 	MinCores  int64

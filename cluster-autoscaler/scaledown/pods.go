@@ -45,12 +45,22 @@ const (
 	reasonRecentlyUnremovable = "RecentlyUnremovable"
 )
 
+// IsExpendable is upstream's expendable pod: a priority below
+// --expendable-pods-priority-cutoff. Such a pod triggers no scale-up, keeps no
+// node, and is not moved when its node goes.
+func IsExpendable(p *corev1.Pod, cutoff int) bool {
+	return p.Spec.Priority != nil && int(*p.Spec.Priority) < cutoff
+}
+
 // classify decides what a pod means for its node's removal at now.
 func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, opts Options, now time.Time) (podKind, string) {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil {
 		return podIgnored, ""
 	}
 	if isMirrorPod(pod) || isDaemonSetPod(pod) {
+		return podIgnored, ""
+	}
+	if IsExpendable(pod, opts.ExpendablePodsPriorityCutoff) {
 		return podIgnored, ""
 	}
 	ctrl := metav1.GetControllerOf(pod)

@@ -21,7 +21,7 @@ var placementAware = []string{names.InterPodAffinity, names.PodTopologySpread, n
 // scheduler accounts for nominated pods; so a pod's anti-affinity or spread
 // constraint sees the pods placed before it in the same simulation.
 type PodCheck struct {
-	fw     *Framework
+	fw     *profile
 	pod    *corev1.Pod
 	state  fwk.CycleState
 	status *fwk.Status
@@ -46,7 +46,7 @@ type PodCheck struct {
 
 // PreFilter runs the PreFilter plugins for pod against the current snapshot.
 func (f *Framework) PreFilter(ctx context.Context, pod *corev1.Pod) *PodCheck {
-	c := &PodCheck{fw: f, pod: pod}
+	c := &PodCheck{fw: f.profileFor(pod), pod: pod}
 	c.preFilter(ctx)
 	return c
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	feature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -72,8 +73,8 @@ func DefaultSchedulerConfig(versioned *configv1.KubeSchedulerConfiguration) (*sc
 
 // FrameworkOptions build the simulation framework.
 type FrameworkOptions struct {
-	// Config's first profile is the one simulated, as the autoscaler simulates the
-	// default scheduler.
+	// Config's profiles are simulated each for the pods whose schedulerName
+	// names it; the first serves pods of any other scheduler.
 	Config *schedulerapi.KubeSchedulerConfiguration
 	// Registry adds out-of-tree plugins to the in-tree ones.
 	Registry frameworkruntime.Registry
@@ -97,13 +98,31 @@ type FrameworkOptions struct {
 // Framework is a scheduler framework whose snapshot the caller replaces once per
 // loop.
 type Framework struct {
+	// profiles by schedulerName; first serves pods of a scheduler no profile
+	// names.
+	profiles map[string]*profile
+	first    *profile
+	snapshot *swappableSnapshot
+}
+
+// profile is one scheduler profile's plugins.
+type profile struct {
 	framework.Framework
-	snapshot  *swappableSnapshot
-	logOffset int
 	// enabledPreFilter are the profile's PreFilter plugins; placementAware
 	// those among them whose state follows placed pods.
 	enabledPreFilter sets.Set[string]
 	placementAware   []string
+	// logOffset lowers the verbosity of every line the plugins log.
+	logOffset int
+}
+
+// profileFor is the profile a pod's schedulerName names, as the scheduler
+// picks it.
+func (f *Framework) profileFor(pod *corev1.Pod) *profile {
+	if p, ok := f.profiles[pod.Spec.SchedulerName]; ok {
+		return p
+	}
+	return f.first
 }
 
 // NewFramework instantiates the profile's plugins over a snapshot the caller sets
@@ -137,19 +156,27 @@ func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error
 		}
 		frameworkOpts = append(frameworkOpts, frameworkruntime.WithSharedDRAManager(dra))
 	}
-	fw, err := frameworkruntime.NewFramework(ctx, registry, &opts.Config.Profiles[0], frameworkOpts...)
-	if err != nil {
-		return nil, fmt.Errorf("building the simulation framework for profile %q: %w", opts.Config.Profiles[0].SchedulerName, err)
-	}
-	out := &Framework{Framework: fw, snapshot: snapshot, logOffset: opts.LogOffset, enabledPreFilter: sets.New[string]()}
-	if plugins := fw.ListPlugins(); plugins != nil {
-		for _, p := range plugins.PreFilter.Enabled {
-			out.enabledPreFilter.Insert(p.Name)
+	out := &Framework{profiles: map[string]*profile{}, snapshot: snapshot}
+	for i := range opts.Config.Profiles {
+		cfg := &opts.Config.Profiles[i]
+		fw, err := frameworkruntime.NewFramework(ctx, registry, cfg, frameworkOpts...)
+		if err != nil {
+			return nil, fmt.Errorf("building the simulation framework for profile %q: %w", cfg.SchedulerName, err)
 		}
-	}
-	for _, name := range append(append([]string(nil), placementAware...), opts.PlacementAwarePlugins...) {
-		if out.enabledPreFilter.Has(name) {
-			out.placementAware = append(out.placementAware, name)
+		p := &profile{Framework: fw, enabledPreFilter: sets.New[string](), logOffset: opts.LogOffset}
+		if plugins := fw.ListPlugins(); plugins != nil {
+			for _, pl := range plugins.PreFilter.Enabled {
+				p.enabledPreFilter.Insert(pl.Name)
+			}
+		}
+		for _, name := range append(append([]string(nil), placementAware...), opts.PlacementAwarePlugins...) {
+			if p.enabledPreFilter.Has(name) {
+				p.placementAware = append(p.placementAware, name)
+			}
+		}
+		out.profiles[cfg.SchedulerName] = p
+		if out.first == nil {
+			out.first = p
 		}
 	}
 	return out, nil
@@ -165,11 +192,11 @@ func csiNodes(opts FrameworkOptions) storagelisters.CSINodeLister {
 }
 
 // pluginContext is ctx with its logger lowered by the log offset.
-func (f *Framework) pluginContext(ctx context.Context) context.Context {
-	if f.logOffset == 0 {
+func (p *profile) pluginContext(ctx context.Context) context.Context {
+	if p.logOffset == 0 {
 		return ctx
 	}
-	return klog.NewContext(ctx, klog.FromContext(ctx).V(f.logOffset))
+	return klog.NewContext(ctx, klog.FromContext(ctx).V(p.logOffset))
 }
 
 // newDRAManager gives the DynamicResources plugin the claims and slices it reads,

@@ -33,6 +33,9 @@ var Resource = schedulingv1beta1.SchemeGroupVersion.WithResource("elasticquotatr
 type Processor struct {
 	trees cache.Store
 	pods  corelisters.PodLister
+	// enforcing are the schedulers that run the CapacityScheduling plugin:
+	// only their pods are held to the tree.
+	enforcing map[string]bool
 
 	mu sync.Mutex
 	// enforced is the generation of the tree object seen.uid in force, with
@@ -51,9 +54,14 @@ type seenTree struct {
 
 var _ processors.PodListProcessor = &Processor{}
 
-// New builds a processor over the tree informer's store and the pod lister.
-func New(trees cache.Store, pods corelisters.PodLister) *Processor {
-	return &Processor{trees: trees, pods: pods}
+// New builds a processor over the tree informer's store and the pod lister,
+// judging the pods of schedulers (spec.schedulerName) that enforce the tree.
+func New(trees cache.Store, pods corelisters.PodLister, schedulers []string) *Processor {
+	enforcing := map[string]bool{}
+	for _, s := range schedulers {
+		enforcing[s] = true
+	}
+	return &Processor{trees: trees, pods: pods, enforcing: enforcing}
 }
 
 // Process keeps the pods their quota admits and refuses the rest, with CA-style
@@ -69,9 +77,17 @@ func (p *Processor) Process(ctx context.Context, _ *processors.LoopContext, pend
 	for _, pod := range nominated {
 		scratch.Add(pod.Namespace, resources.PodRequests(pod))
 	}
-	ordered := append([]*corev1.Pod(nil), pending...)
+	// A pod of another scheduler is placed whatever the tree says: refusing it
+	// a node the stock scheduler would use helps nobody.
+	var kept, ordered []*corev1.Pod
+	for _, pod := range pending {
+		if p.enforcing[pod.Spec.SchedulerName] {
+			ordered = append(ordered, pod)
+		} else {
+			kept = append(kept, pod)
+		}
+	}
 	sort.SliceStable(ordered, func(i, j int) bool { return admissionOrder(ordered[i], ordered[j]) })
-	var kept []*corev1.Pod
 	var refused []processors.RefusedPod
 	for _, pod := range ordered {
 		verdict := scratch.Add(pod.Namespace, resources.PodRequests(pod))

@@ -37,7 +37,7 @@ func tree(leafMin, leafMax string, generation int64) *schedulingv1beta1.ElasticQ
 func pod(name, node, nominated string, created int64) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "namespace1", UID: types.UID(name), CreationTimestamp: metav1.NewTime(time.Unix(created, 0))},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+		Spec: corev1.PodSpec{NodeName: node, SchedulerName: quotaScheduler, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5")}}}}},
 		Status: corev1.PodStatus{NominatedNodeName: nominated, Phase: corev1.PodRunning},
 	}
@@ -53,7 +53,30 @@ func newProcessor(t *testing.T, trees []*schedulingv1beta1.ElasticQuotaTree, pod
 	for _, p := range pods {
 		_ = idx.Add(p)
 	}
-	return New(store, corelisters.NewPodLister(idx)), store
+	return New(store, corelisters.NewPodLister(idx), []string{quotaScheduler}), store
+}
+
+// quotaScheduler enforces the tree in these tests.
+const quotaScheduler = "quotascale-scheduler"
+
+// TestOnlyPodsOfEnforcingSchedulersAreJudged: a pod of a scheduler that does
+// not run CapacityScheduling gets its scale-up however full its leaf is.
+func TestOnlyPodsOfEnforcingSchedulersAreJudged(t *testing.T) {
+	governed := pod("governed", "", "", 1)
+	stock := pod("stock", "", "", 2)
+	stock.Spec.SchedulerName = corev1.DefaultSchedulerName
+	pending := []*corev1.Pod{governed, stock}
+	p, _ := newProcessor(t, []*schedulingv1beta1.ElasticQuotaTree{tree("0", "0", 1)}, pending)
+	kept, refused, err := p.Process(context.Background(), &processors.LoopContext{}, pending)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"stock"}, names(kept)); diff != "" {
+		t.Errorf("kept (-want +got):\n%s", diff)
+	}
+	if len(refused) != 1 || refused[0].Pod != governed {
+		t.Errorf("refused %d pods, want only the governed one", len(refused))
+	}
 }
 
 func names(pods []*corev1.Pod) []string {

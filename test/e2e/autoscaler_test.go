@@ -32,6 +32,8 @@ func startAutoscaler(t *testing.T, ctx context.Context, kwokConfig string, tweak
 	t.Helper()
 	cloud := startKwokCloud(t, ctx, kwokConfig)
 	opts := config.Defaults()
+	// The local cluster's scheduler enforces the tree as default-scheduler.
+	opts.ElasticQuotaSchedulerNames = []string{corev1.DefaultSchedulerName}
 	opts.CloudProviderName = kwok.ProviderName
 	opts.CloudConfig = "configmap:kube-system/" + cloud.configName
 	opts.KwokState = "kube-system/" + cloud.stateName

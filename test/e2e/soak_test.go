@@ -393,6 +393,8 @@ type replica struct {
 
 func (r *autoscalerReplicas) start(ctx context.Context) {
 	opts := config.Defaults()
+	// The local cluster's scheduler enforces the tree as default-scheduler.
+	opts.ElasticQuotaSchedulerNames = []string{corev1.DefaultSchedulerName}
 	r.infra.options(&opts)
 	opts.ScanInterval = 500 * time.Millisecond
 	opts.LeaderElect = true

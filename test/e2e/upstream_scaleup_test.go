@@ -7,11 +7,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/quotascale/quotascale/cloudprovider/kwok"
+	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/cluster-autoscaler/core"
 )
 
 // newPod is a 1-container pod of ns requesting cpu, labelled app=prefix, for
@@ -106,5 +110,56 @@ func TestScaleUpAffinityAwareEstimate(t *testing.T) {
 			}
 			waitRunning(t, ctx, ns, "web", 4)
 		})
+	}
+}
+
+// TestScaleUpPodSelection: a pod below --expendable-pods-priority-cutoff
+// triggers no scale-up, even once its scheduler gave up on it; the pods of a
+// scheduler in --bypassed-scheduler-names count at once, though no scheduler
+// runs under that name to mark them unschedulable.
+func TestScaleUpPodSelection(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx, "")
+	a := startAutoscaler(t, ctx, fourCPUGroup, func(o *config.Options) {
+		o.BypassedSchedulerNames = []string{"e2e-batch-scheduler"}
+	})
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-expendable"}, Value: -11}
+	if _, err := cluster.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	createShapedPods(t, ctx, ns, "expendable", 1, "1", func(p *corev1.Pod) { p.Spec.PriorityClassName = pc.Name })
+	waitUnschedulable(t, ctx, ns, 1)
+	a.loop(t, ctx)
+	if diff := cmp.Diff(map[string]int{"e2e-kwok-4cpu": 0}, a.targets(t)); diff != "" {
+		t.Fatalf("an expendable pod scaled up (-want +got):\n%s", diff)
+	}
+	createShapedPods(t, ctx, ns, "batch", 5, "1", func(p *corev1.Pod) { p.Spec.SchedulerName = "e2e-batch-scheduler" })
+	a.loop(t, ctx)
+	if diff := cmp.Diff(map[string]int{"e2e-kwok-4cpu": 2}, a.targets(t)); diff != "" {
+		t.Fatalf("targets once the bypassed scheduler's 5 pods exist (-want +got):\n%s", diff)
+	}
+}
+
+// TestScaleUpWaitsForPodScaleUpDelay: a pod annotated with a scale-up delay
+// longer than --new-pod-scale-up-delay waits that long.
+func TestScaleUpWaitsForPodScaleUpDelay(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx, "")
+	a := startAutoscaler(t, ctx, fourCPUGroup, nil)
+	createShapedPods(t, ctx, ns, "patient", 1, "1", func(p *corev1.Pod) {
+		p.Annotations = map[string]string{core.PodScaleUpDelayAnnotation: "1h"}
+	})
+	waitUnschedulable(t, ctx, ns, 1)
+	a.loop(t, ctx)
+	if diff := cmp.Diff(map[string]int{"e2e-kwok-4cpu": 0}, a.targets(t)); diff != "" {
+		t.Fatalf("a pod that asked to wait an hour scaled up (-want +got):\n%s", diff)
+	}
+	createShapedPods(t, ctx, ns, "eager", 1, "1", func(p *corev1.Pod) {
+		p.Annotations = map[string]string{core.PodScaleUpDelayAnnotation: "not-a-duration"}
+	})
+	waitUnschedulable(t, ctx, ns, 2)
+	a.loop(t, ctx)
+	if diff := cmp.Diff(map[string]int{"e2e-kwok-4cpu": 1}, a.targets(t)); diff != "" {
+		t.Fatalf("a pod with an unparsable delay waits for nothing (-want +got):\n%s", diff)
 	}
 }
