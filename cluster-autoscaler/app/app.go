@@ -177,6 +177,7 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		Provider:          provider,
 		Nodes:             nodes.Lister(),
 		Pods:              pods.Lister(),
+		DaemonSets:        factory.Apps().V1().DaemonSets().Lister(),
 		Framework:         fw,
 		Expander:          strategy,
 		Metrics:           m,

@@ -49,6 +49,12 @@ type Options struct {
 	// ExpendablePodsPriorityCutoff: pods of a lower priority trigger no
 	// scale-up and keep no node.
 	ExpendablePodsPriorityCutoff int
+	// ForceDaemonSets adds to templates made from a node the DaemonSet pods
+	// that would run there but do not yet.
+	ForceDaemonSets bool
+	// Taints left out of templates made from a node, by key; and startup
+	// taint key prefixes.
+	IgnoreTaints, StartupTaints, StatusTaints, StartupTaintPrefixes []string
 	// BypassedSchedulerNames' pods count for scale-up without waiting for
 	// their scheduler to mark them unschedulable.
 	BypassedSchedulerNames          []string

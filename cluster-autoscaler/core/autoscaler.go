@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/klog/v2"
@@ -27,9 +29,11 @@ import (
 
 // Deps are what the loop works with; tests and the binary build them alike.
 type Deps struct {
-	Provider          cloudprovider.CloudProvider
-	Nodes             corelisters.NodeLister
-	Pods              corelisters.PodLister
+	Provider cloudprovider.CloudProvider
+	Nodes    corelisters.NodeLister
+	Pods     corelisters.PodLister
+	// DaemonSets' pods are part of the templates; nil means none.
+	DaemonSets        appslisters.DaemonSetLister
 	Framework         *simulator.Framework
 	Expander          expander.Strategy
 	Metrics           *metrics.Metrics
@@ -79,6 +83,7 @@ type Autoscaler struct {
 	softTaintsCleaned bool
 	// bypassed are --bypassed-scheduler-names.
 	bypassed map[string]bool
+	taints   taintConfig
 }
 
 // nodesNotReadyAfterStart is how long after the start a cluster without a
@@ -111,6 +116,7 @@ func New(opts config.Options, deps Deps) *Autoscaler {
 		started:    time.Now(),
 		similarity: newSimilarity(opts),
 		bypassed:   bypassed,
+		taints:     newTaintConfig(opts),
 		healthOptions: clusterstate.HealthOptions{
 			MaxTotalUnreadyPercentage: opts.MaxTotalUnreadyPercentage,
 			OkTotalUnreadyCount:       opts.OkTotalUnreadyCount,
@@ -212,10 +218,40 @@ func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 		Templates: map[string]*cloudprovider.NodeInfo{},
 		Upcoming:  map[string]int{},
 	}
+	var bound, pending []*corev1.Pod
+	// unprocessed counts the pending pods of --bypassed-scheduler-names that
+	// their scheduler has not marked unschedulable (yet).
+	unprocessed := 0
+	for _, p := range pods {
+		switch {
+		case p.Spec.NodeName != "":
+			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				bound = append(bound, p)
+			}
+		case a.unschedulable(ctx, p, now):
+			pending = append(pending, p)
+			if !markedUnschedulable(p) {
+				unprocessed++
+			}
+		}
+	}
+	var daemonsets []*appsv1.DaemonSet
+	if a.DaemonSets != nil {
+		if daemonsets, err = a.DaemonSets.List(labels.Everything()); err != nil {
+			return fmt.Errorf("listing daemonsets: %w", err)
+		}
+	}
+	groupOf := func(n *corev1.Node) string {
+		if g, err := a.Provider.NodeGroupForNode(n); err == nil && g != nil {
+			return g.Id()
+		}
+		return ""
+	}
+	tmpl := newTemplates(a.taints, a.opts.ForceDaemonSets, nodes, groupOf, bound, daemonsets)
 	for _, gs := range state.Groups {
 		lc.Groups = append(lc.Groups, gs.Group)
 		lc.Upcoming[gs.Group.Id()] = gs.Upcoming
-		t, err := gs.Group.TemplateNodeInfo()
+		t, err := tmpl.forGroup(ctx, gs.Group)
 		if err != nil {
 			logger.Error(err, "No template for node group", "nodeGroup", gs.Group.Id())
 			continue
@@ -237,21 +273,7 @@ func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 	}
 
 	a.Metrics.SetLastActivity(metrics.Autoscaling, time.Now())
-	var bound, pending []*corev1.Pod
-	for _, p := range pods {
-		switch {
-		case p.Spec.NodeName != "":
-			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-				bound = append(bound, p)
-			}
-		case a.unschedulable(ctx, p, now):
-			pending = append(pending, p)
-		}
-	}
-	// Pods the scheduler has not processed yet are not acted on (no scheduler
-	// is bypassed), so that count is 0, as upstream's without
-	// --bypassed-scheduler-names.
-	a.Metrics.UpdateUnschedulablePods(len(pending), 0)
+	a.Metrics.UpdateUnschedulablePods(len(pending)-unprocessed, unprocessed)
 
 	status := &processors.ScaleUpStatus{Result: processors.ScaleUpNotNeeded}
 	if len(pending) > 0 {

@@ -35,9 +35,11 @@ func (a *Autoscaler) unschedulable(ctx context.Context, p *corev1.Pod, now time.
 	if len(a.opts.AllowedSchedulerNames) > 0 && !slices.Contains(a.opts.AllowedSchedulerNames, p.Spec.SchedulerName) {
 		return false
 	}
-	if a.bypassed[p.Spec.SchedulerName] {
-		return true
-	}
+	return a.bypassed[p.Spec.SchedulerName] || markedUnschedulable(p)
+}
+
+// markedUnschedulable reports whether the scheduler gave up on the pod for now.
+func markedUnschedulable(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
 			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -162,4 +163,45 @@ func TestScaleUpWaitsForPodScaleUpDelay(t *testing.T) {
 	if diff := cmp.Diff(map[string]int{"e2e-kwok-4cpu": 1}, a.targets(t)); diff != "" {
 		t.Fatalf("a pod with an unparsable delay waits for nothing (-want +got):\n%s", diff)
 	}
+}
+
+// TestScaleUpCountsDaemonSetPods: the nodes of the group run a DaemonSet of 2
+// cpu, so a new 8-cpu node has room for one 4-cpu pod, not two: 3 pods need 3
+// nodes in the first scale-up (2 if the template ignored the DaemonSet).
+func TestScaleUpCountsDaemonSetPods(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx, "")
+	a := startAutoscaler(t, ctx, eightCPUGroup, nil)
+	labels := map[string]string{"app": "e2e-node-agent"}
+	ds := &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-agent", Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector:                  map[string]string{kwok.NodeGroupLabel: "e2e-kwok-8cpu"},
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers: []corev1.Container{{Name: "agent", Image: "registry.k8s.io/pause",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}},
+				},
+			},
+		},
+	}
+	if _, err := cluster.Client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createShapedPods(t, ctx, ns, "work", 3, "4", nil)
+	waitUnschedulable(t, ctx, ns, 3)
+	waitFor(t, ctx, "the autoscaler's informer sees the DaemonSet", func(ctx context.Context) error {
+		a.loop(t, ctx)
+		if got := a.targets(t)["e2e-kwok-8cpu"]; got != 0 {
+			return nil
+		}
+		return fmt.Errorf("no scale-up yet")
+	})
+	if diff := cmp.Diff(map[string]int{"e2e-kwok-8cpu": 3}, a.targets(t)); diff != "" {
+		t.Fatalf("targets after the first scale-up (-want +got):\n%s", diff)
+	}
+	waitRunning(t, ctx, ns, "work", 3)
 }
