@@ -110,12 +110,18 @@ func (p *Processor) onNode(obj any, deleted bool) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if deleted {
+	// A virtual kubelet fronts capacity elsewhere (a serverless pool): as
+	// upstream, it counts toward no quota and no cluster-wide limit. A node
+	// relabelled as virtual stops counting.
+	if deleted || isVirtualKubelet(node) {
 		p.set.RemoveNode(node.Name)
 		return
 	}
 	p.set.UpdateNode(node)
 }
+
+// isVirtualKubelet is upstream's test for a virtual-kubelet node.
+func isVirtualKubelet(node *corev1.Node) bool { return node.Labels["type"] == "virtual-kubelet" }
 
 // StartLoop rebuilds the quotas when an object changed and sets every group's
 // upcoming nodes; groups that are gone or have no template count nothing.

@@ -256,3 +256,35 @@ func TestQuotaWrites(t *testing.T) {
 	quota = raised
 	loop(5)
 }
+
+// TestVirtualKubeletNodesCountTowardNothing: as upstream, a node labelled
+// type=virtual-kubelet counts toward no CapacityQuota and no cluster-wide
+// limit; relabelling a counted node so stops it counting.
+func TestVirtualKubeletNodesCountTowardNothing(t *testing.T) {
+	p, err := New(Options{Enabled: true, ClusterWide: autoscalingv1beta1.ResourceList{"nodes": resource.MustParse("3")}},
+		func() ([]*autoscalingv1beta1.CapacityQuota, error) {
+			return []*autoscalingv1beta1.CapacityQuota{seedQuota("8")}, nil
+		},
+		nil, nil, NewMetrics(prometheus.NewRegistry(), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	virtual := func(name string) *corev1.Node {
+		n := seedNode(name)
+		n.Labels["type"] = "virtual-kubelet"
+		return n
+	}
+	p.onNode(virtual("vk-1"), false)
+	p.onNode(virtual("vk-2"), false)
+	p.onNode(seedNode("real-1"), false)
+	p.onNode(virtual("real-1"), false) // relabelled
+	lc := &processors.LoopContext{Templates: map[string]*cloudprovider.NodeInfo{}}
+	if err := p.StartLoop(context.Background(), lc); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing counts: 3 nodes of the cluster-wide limit, 4 of the quota's 8 cpu
+	// at 2 cpu a node.
+	if n, reasons := p.Headroom(context.Background(), lc, group{id: "grp"}, seedNode("t"), 5); n != 3 {
+		t.Errorf("headroom = %d %+v, want 3 (no virtual node counted)", n, reasons)
+	}
+}
