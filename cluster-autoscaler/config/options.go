@@ -80,6 +80,12 @@ type Options struct {
 	MaxGracefulTerminationSec     int
 	SkipNodesWithLocalStorage     bool
 	SkipNodesWithSystemPods       bool
+	// Upstream's scale-down flags of the same names.
+	SkipNodesWithCustomControllerPods bool
+	IgnoreDaemonSetsUtilization       bool
+	ScaleDownDelayAfterDelete         time.Duration
+	ScaleDownUnreadyEnabled           bool
+	ScaleDownUnreadyTime              time.Duration
 	// ElasticQuotaEnabled admits pending pods against the ElasticQuotaTree before
 	// scale-up and runs the CapacityScheduling plugin in the simulation.
 	ElasticQuotaEnabled bool
@@ -221,6 +227,9 @@ func Defaults() Options {
 		MaxGracefulTerminationSec:          600,
 		SkipNodesWithLocalStorage:          true,
 		SkipNodesWithSystemPods:            true,
+		SkipNodesWithCustomControllerPods:  true,
+		ScaleDownUnreadyEnabled:            true,
+		ScaleDownUnreadyTime:               20 * time.Minute,
 		MaxTotalUnreadyPercentage:          45,
 		OkTotalUnreadyCount:                3,
 		MaxNodeStartupTime:                 15 * time.Minute,

@@ -81,6 +81,8 @@ type Autoscaler struct {
 	latency           removalLatency
 	skippedSince      map[string]time.Time
 	softTaintsCleaned bool
+	// lastScaleDownDelete starts --scale-down-delay-after-delete.
+	lastScaleDownDelete time.Time
 	// bypassed are --bypassed-scheduler-names.
 	bypassed map[string]bool
 	taints   taintConfig

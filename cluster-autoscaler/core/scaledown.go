@@ -38,7 +38,8 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 		},
 		MayRemove: !scaledUp &&
 			lc.Now.Sub(a.registry.LastScaleUp()) >= a.opts.ScaleDownDelayAfterAdd &&
-			lc.Now.Sub(a.lastScaleDownFailure) >= a.opts.ScaleDownDelayAfterFailure,
+			lc.Now.Sub(a.lastScaleDownFailure) >= a.opts.ScaleDownDelayAfterFailure &&
+			lc.Now.Sub(a.lastScaleDownDelete) >= a.opts.ScaleDownDelayAfterDelete,
 	}
 	for _, gs := range state.Groups {
 		in.Targets[gs.Group.Id()] = gs.Target
@@ -84,6 +85,7 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 			a.Metrics.RegisterFailedScaleDown()
 			continue
 		}
+		a.lastScaleDownDelete = lc.Now
 		status.Removed = append(status.Removed, r)
 		a.productive = true
 		reason := metrics.ScaleDownUnderutilized

@@ -36,6 +36,14 @@ type Options struct {
 	MaxGracefulTermination    time.Duration
 	SkipNodesWithLocalStorage bool
 	SkipNodesWithSystemPods   bool
+	// SkipNodesWithCustomControllerPods keeps nodes with pods whose controller
+	// is not one of Kubernetes' own workload controllers.
+	SkipNodesWithCustomControllerPods bool
+	// IgnoreDaemonSetsUtilization leaves DaemonSet pods out of utilization.
+	IgnoreDaemonSetsUtilization bool
+	// UnreadyEnabled allows removing unready nodes, after UnreadyTime.
+	UnreadyEnabled bool
+	UnreadyTime    time.Duration
 	// ExpendablePodsPriorityCutoff: pods of a lower priority keep no node
 	// and are not moved, as upstream's expendable pods.
 	ExpendablePodsPriorityCutoff int
@@ -112,6 +120,7 @@ type candidate struct {
 	utilization float64
 	pods        []*corev1.Pod // to move
 	index       int           // in the destination list
+	unready     bool
 }
 
 // Forget drops every node's unneeded time, as upstream's planner does while
@@ -163,12 +172,17 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 			kept(reasonRecentlyUnremovable)
 			continue
 		}
+		ready := isReady(node)
+		if !ready && !p.opts.UnreadyEnabled {
+			kept(reasonUnreadyOff)
+			continue
+		}
 		u, threshold := utilization(node, podsByNode[node.Name], p.opts)
 		// At or below the threshold is underutilized, as upstream's.
 		if u > threshold {
 			continue
 		}
-		c := &candidate{node: node, group: group, utilization: u, index: i}
+		c := &candidate{node: node, group: group, utilization: u, index: i, unready: !ready}
 		blocked := ""
 		for _, pod := range podsByNode[node.Name] {
 			switch kind, reason := classify(pod, in.PDBs, p.opts, in.Now); kind {
@@ -249,7 +263,11 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 			plan.Kept = append(plan.Kept, processors.KeptNode{Node: c.node, GroupID: id, Reason: reason})
 			continue
 		}
-		ready := in.MayRemove && in.Now.Sub(since) >= p.opts.UnneededTime
+		unneededTime := p.opts.UnneededTime
+		if c.unready {
+			unneededTime = p.opts.UnreadyTime
+		}
+		ready := in.MayRemove && in.Now.Sub(since) >= unneededTime
 		isEmpty := len(c.pods) == 0
 		logger.V(4).Info("Unneeded node", "node", c.node.Name, "utilization", c.utilization, "pods", len(c.pods),
 			"unneededFor", in.Now.Sub(since), "mayRemove", in.MayRemove, "ready", ready)
@@ -306,6 +324,18 @@ func (p *Planner) loadDeletionCandidates(ctx context.Context, in Input) {
 		p.unneededSince[n.Name] = since
 		klog.FromContext(ctx).V(4).Info("Unneeded since its deletion candidate taint", "node", n.Name, "since", since)
 	}
+}
+
+// isReady is the node's Ready condition. A node that is not ready is removed
+// after --scale-down-unready-time, or never with
+// --scale-down-unready-enabled=false.
+func isReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // BeingDeleted says the node carries upstream's ToBeDeletedByClusterAutoscaler

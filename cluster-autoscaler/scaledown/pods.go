@@ -1,6 +1,7 @@
 package scaledown
 
 import (
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +15,10 @@ import (
 const (
 	SafeToEvictAnnotation       = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 	ScaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
-	ToBeDeletedTaint            = "ToBeDeletedByClusterAutoscaler"
+	// SafeToEvictLocalVolumesAnnotation lists, comma-separated, the pod's local
+	// volumes whose loss does not keep the node.
+	SafeToEvictLocalVolumesAnnotation = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+	ToBeDeletedTaint                  = "ToBeDeletedByClusterAutoscaler"
 )
 
 // podKind sorts a node's pods: some are ignored, some block the node's removal,
@@ -43,6 +47,7 @@ const (
 	// reasonRecentlyUnremovable: found unremovable less than
 	// --unremovable-node-recheck-timeout ago.
 	reasonRecentlyUnremovable = "RecentlyUnremovable"
+	reasonUnreadyOff          = "ScaleDownUnreadyDisabled"
 )
 
 // IsExpendable is upstream's expendable pod: a priority below
@@ -73,7 +78,7 @@ func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, opts Option
 	case "false":
 		return podBlocks, reasonNotSafeToEvict
 	}
-	if ctrl == nil {
+	if ctrl == nil || (opts.SkipNodesWithCustomControllerPods && !builtInControllers[ctrl.Kind]) {
 		return podBlocks, reasonNotReplicated
 	}
 	if opts.SkipNodesWithLocalStorage && hasLocalStorage(pod) {
@@ -98,8 +103,22 @@ func isDaemonSetPod(pod *corev1.Pod) bool {
 	return ctrl != nil && ctrl.Kind == "DaemonSet"
 }
 
+// builtInControllers are the controllers upstream trusts to recreate a pod
+// elsewhere when --skip-nodes-with-custom-controller-pods is on (a Deployment's
+// pods belong to its ReplicaSet).
+var builtInControllers = map[string]bool{"ReplicationController": true, "ReplicaSet": true, "Job": true, "StatefulSet": true, "DaemonSet": true}
+
+// hasLocalStorage: the pod uses an emptyDir on disk or a hostPath volume that
+// its SafeToEvictLocalVolumesAnnotation does not name.
 func hasLocalStorage(pod *corev1.Pod) bool {
+	safe := map[string]bool{}
+	for _, name := range strings.Split(pod.Annotations[SafeToEvictLocalVolumesAnnotation], ",") {
+		safe[strings.TrimSpace(name)] = true
+	}
 	for _, v := range pod.Spec.Volumes {
+		if safe[v.Name] {
+			continue
+		}
 		if v.HostPath != nil || (v.EmptyDir != nil && v.EmptyDir.Medium != corev1.StorageMediumMemory) {
 			return true
 		}

@@ -43,8 +43,10 @@ func daemonSet(p *corev1.Pod) { p.OwnerReferences[0].Kind = "DaemonSet" }
 func mirror(p *corev1.Pod)    { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }
 
 // TestUtilization follows upstream's: cpu or memory, whichever is higher;
-// GPU alone on a GPU node, with the GPU threshold; DaemonSet pods (and mirror
-// pods when ignored) out of requests and allocatable alike.
+// GPU alone on a GPU node, with the GPU threshold; DaemonSet pods counted
+// unless --ignore-daemonsets-utilization (upstream's default is false), and
+// DaemonSet and mirror pods, when ignored, out of requests and allocatable
+// alike; finished pods never count.
 func TestUtilization(t *testing.T) {
 	opts := Options{UtilizationThreshold: 0.5, GPUUtilizationThreshold: 0.3}
 	gpuNode := cpuMem("4", "16Gi")
@@ -53,25 +55,29 @@ func TestUtilization(t *testing.T) {
 		name          string
 		node          *corev1.Node
 		pods          []*corev1.Pod
+		ignoreDS      bool
 		ignoreMirror  bool
 		want, wantThr float64
 	}{
-		{"cpu", testNode("n", cpuMem("4", "16Gi"), nil), []*corev1.Pod{testPod("a", cpuMem("1", "1Gi"), nil)}, false, 0.25, 0.5},
-		{"memory higher", testNode("n", cpuMem("4", "16Gi"), nil), []*corev1.Pod{testPod("a", cpuMem("1", "8Gi"), nil)}, false, 0.5, 0.5},
-		{"DaemonSet pods leave allocatable too", testNode("n", cpuMem("4", "16Gi"), nil),
-			[]*corev1.Pod{testPod("a", cpuMem("1", "0"), nil), testPod("ds", cpuMem("2", "0"), daemonSet)}, false, 0.5, 0.5},
+		{"cpu", testNode("n", cpuMem("4", "16Gi"), nil), []*corev1.Pod{testPod("a", cpuMem("1", "1Gi"), nil)}, false, false, 0.25, 0.5},
+		{"memory higher", testNode("n", cpuMem("4", "16Gi"), nil), []*corev1.Pod{testPod("a", cpuMem("1", "8Gi"), nil)}, false, false, 0.5, 0.5},
+		{"DaemonSet pods ignored leave allocatable too", testNode("n", cpuMem("4", "16Gi"), nil),
+			[]*corev1.Pod{testPod("a", cpuMem("1", "0"), nil), testPod("ds", cpuMem("2", "0"), daemonSet)}, true, false, 0.5, 0.5},
+		{"DaemonSet pods count by default", testNode("n", cpuMem("4", "16Gi"), nil),
+			[]*corev1.Pod{testPod("a", cpuMem("1", "0"), nil), testPod("ds", cpuMem("2", "0"), daemonSet),
+				testPod("done", cpuMem("2", "0"), func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded })}, false, false, 0.75, 0.5},
 		{"mirror pods count by default", testNode("n", cpuMem("4", "16Gi"), nil),
-			[]*corev1.Pod{testPod("a", cpuMem("1", "0"), nil), testPod("m", cpuMem("1", "0"), mirror)}, false, 0.5, 0.5},
+			[]*corev1.Pod{testPod("a", cpuMem("1", "0"), nil), testPod("m", cpuMem("1", "0"), mirror)}, false, false, 0.5, 0.5},
 		{"mirror pods ignored", testNode("n", cpuMem("4", "16Gi"), nil),
-			[]*corev1.Pod{testPod("a", cpuMem("1", "0"), nil), testPod("m", cpuMem("2", "0"), mirror)}, true, 0.5, 0.5},
+			[]*corev1.Pod{testPod("a", cpuMem("1", "0"), nil), testPod("m", cpuMem("2", "0"), mirror)}, false, true, 0.5, 0.5},
 		{"a GPU node: the GPU alone", testNode("n", gpuNode, nil),
-			[]*corev1.Pod{testPod("a", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), "nvidia.com/gpu": resource.MustParse("1")}, nil)}, false, 0.25, 0.3},
+			[]*corev1.Pod{testPod("a", corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), "nvidia.com/gpu": resource.MustParse("1")}, nil)}, false, false, 0.25, 0.3},
 		{"a GPU label without the GPU yet", testNode("n", cpuMem("4", "16Gi"), map[string]string{"cluster-api/accelerator": "a100"}),
-			[]*corev1.Pod{testPod("a", cpuMem("4", "0"), nil)}, false, 0, 0.3},
+			[]*corev1.Pod{testPod("a", cpuMem("4", "0"), nil)}, false, false, 0, 0.3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := opts
-			o.IgnoreMirrorPodsUtilization = tc.ignoreMirror
+			o.IgnoreDaemonSetsUtilization, o.IgnoreMirrorPodsUtilization = tc.ignoreDS, tc.ignoreMirror
 			u, thr := utilization(tc.node, tc.pods, o)
 			if u != tc.want || thr != tc.wantThr {
 				t.Errorf("utilization %g with threshold %g, want %g and %g", u, thr, tc.want, tc.wantThr)

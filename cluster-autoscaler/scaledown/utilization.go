@@ -9,7 +9,8 @@ import (
 
 // utilization is upstream's: the larger of the cpu and memory requested on
 // the node, or for a node with a GPU the GPU requested alone, over
-// allocatable, with the GPU threshold. DaemonSet pods, and mirror pods with
+// allocatable, with the GPU threshold. DaemonSet pods with
+// --ignore-daemonsets-utilization, and mirror pods with
 // --ignore-mirror-pods-utilization, count neither in the requests nor in
 // allocatable. A GPU not allocatable yet is 0, so such a node can go.
 func utilization(node *corev1.Node, pods []*corev1.Pod, opts Options) (u, threshold float64) {
@@ -29,7 +30,7 @@ func utilization(node *corev1.Node, pods []*corev1.Pod, opts Options) (u, thresh
 				continue
 			}
 			q := resources.PodRequests(pod)[name]
-			if isDaemonSetPod(pod) || (opts.IgnoreMirrorPodsUtilization && isMirrorPod(pod)) {
+			if (opts.IgnoreDaemonSetsUtilization && isDaemonSetPod(pod)) || (opts.IgnoreMirrorPodsUtilization && isMirrorPod(pod)) {
 				ignored += q.MilliValue()
 				continue
 			}

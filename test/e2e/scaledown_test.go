@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -279,28 +278,10 @@ func TestScaleDownRollsBackTaintOnFailedDrain(t *testing.T) {
 func createGuardedDeployment(t *testing.T, ctx context.Context, ns, node string, finalizers []string) {
 	t.Helper()
 	labels := map[string]string{"app": "guarded"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Finalizers: finalizers},
-				Spec: corev1.PodSpec{
-					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-						PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{Weight: 100,
-							Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-								Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}}}},
-					}},
-					Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}},
-				},
-			},
-		},
-	}
-	if _, err := cluster.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deploymentOn(t, ctx, ns, node, "guarded", func(s *corev1.PodSpec, m *metav1.ObjectMeta) {
+		m.Finalizers = finalizers
+		s.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse("1")
+	})
 	if finalizers == nil {
 		pdb := &policyv1.PodDisruptionBudget{
 			ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: ns},
@@ -320,16 +301,6 @@ func createGuardedDeployment(t *testing.T, ctx context.Context, ns, node string,
 			return nil
 		})
 	}
-	settle(t, ctx, "the guarded pod running on "+node, func(ctx context.Context) error {
-		pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=guarded"})
-		if err != nil {
-			return err
-		}
-		if len(pods.Items) != 1 || pods.Items[0].Spec.NodeName != node || pods.Items[0].Status.Phase != corev1.PodRunning {
-			return fmt.Errorf("guarded pods %d, first on %q", len(pods.Items), firstNode(pods.Items))
-		}
-		return nil
-	})
 }
 
 func firstNode(pods []corev1.Pod) string {
