@@ -86,6 +86,9 @@ type Options struct {
 	ScaleDownDelayAfterDelete         time.Duration
 	ScaleDownUnreadyEnabled           bool
 	ScaleDownUnreadyTime              time.Duration
+	ScaleDownNonEmptyCandidatesCount  int
+	MaxScaleDownParallelism           int
+	MaxDrainParallelism               int
 	// ElasticQuotaEnabled admits pending pods against the ElasticQuotaTree before
 	// scale-up and runs the CapacityScheduling plugin in the simulation.
 	ElasticQuotaEnabled bool
@@ -230,6 +233,9 @@ func Defaults() Options {
 		SkipNodesWithCustomControllerPods:  true,
 		ScaleDownUnreadyEnabled:            true,
 		ScaleDownUnreadyTime:               20 * time.Minute,
+		ScaleDownNonEmptyCandidatesCount:   30,
+		MaxScaleDownParallelism:            10,
+		MaxDrainParallelism:                1,
 		MaxTotalUnreadyPercentage:          45,
 		OkTotalUnreadyCount:                3,
 		MaxNodeStartupTime:                 15 * time.Minute,
@@ -275,6 +281,10 @@ func (o *Options) Validate() error {
 	// Written so that NaN, which compares false with everything, is refused too.
 	if !(o.ScaleDownUtilizationThreshold >= 0 && o.ScaleDownUtilizationThreshold <= 1) {
 		problems = append(problems, fmt.Sprintf("--scale-down-utilization-threshold must be between 0 and 1, got %g", o.ScaleDownUtilizationThreshold))
+	}
+	if o.MaxScaleDownParallelism < 1 || o.MaxDrainParallelism < 1 {
+		problems = append(problems, fmt.Sprintf("--max-scale-down-parallelism (%d) and --max-drain-parallelism (%d) must be at least 1",
+			o.MaxScaleDownParallelism, o.MaxDrainParallelism))
 	}
 	if o.MaxEmptyBulkDelete < 0 || o.MaxGracefulTerminationSec < 0 {
 		problems = append(problems, fmt.Sprintf("--max-empty-bulk-delete (%d) and --max-graceful-termination-sec (%d) must not be negative",

@@ -44,6 +44,12 @@ type Options struct {
 	// UnreadyEnabled allows removing unready nodes, after UnreadyTime.
 	UnreadyEnabled bool
 	UnreadyTime    time.Duration
+	// NonEmptyCandidates caps the nodes with pods to move whose removal is
+	// simulated in one loop (0 or less: no cap); MaxParallelism the nodes
+	// removed in one loop, MaxDrainParallelism those among them drained.
+	NonEmptyCandidates  int
+	MaxParallelism      int
+	MaxDrainParallelism int
 	// ExpendablePodsPriorityCutoff: pods of a lower priority keep no node
 	// and are not moved, as upstream's expendable pods.
 	ExpendablePodsPriorityCutoff int
@@ -211,7 +217,7 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 
 	removedPerGroup := map[string]int{}
 	remaining := totals(in.Nodes)
-	empty, drains := 0, 0
+	empty, drains, nonEmpty := 0, 0, 0
 	simulationStart := time.Now()
 	for i, c := range candidates {
 		if p.opts.SimulationTimeout > 0 && time.Since(simulationStart) > p.opts.SimulationTimeout {
@@ -225,6 +231,12 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 			break
 		}
 		id := c.group.Id()
+		if len(c.pods) > 0 {
+			if p.opts.NonEmptyCandidates > 0 && nonEmpty >= p.opts.NonEmptyCandidates {
+				continue
+			}
+			nonEmpty++
+		}
 		dest.exclude(c.index)
 		if !dest.place(ctx, p.fw, c.pods) {
 			logger.V(4).Info("Underutilized node's pods fit nowhere else", "node", c.node.Name, "pods", len(c.pods))
@@ -271,7 +283,9 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 		isEmpty := len(c.pods) == 0
 		logger.V(4).Info("Unneeded node", "node", c.node.Name, "utilization", c.utilization, "pods", len(c.pods),
 			"unneededFor", in.Now.Sub(since), "mayRemove", in.MayRemove, "ready", ready)
-		if !ready || (isEmpty && empty >= p.opts.MaxEmptyBulkDelete) || (!isEmpty && drains >= 1) {
+		full := empty+drains >= max(p.opts.MaxParallelism, 1) ||
+			(isEmpty && empty >= p.opts.MaxEmptyBulkDelete) || (!isEmpty && drains >= max(p.opts.MaxDrainParallelism, 1))
+		if !ready || full {
 			// Stays unneeded; its pods' simulated places are released for the
 			// nodes that are removed now.
 			dest.unplace(c.pods)

@@ -2,6 +2,7 @@ package scaledown
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -121,5 +122,49 @@ func TestSimulationTimeout(t *testing.T) {
 	}
 	if len(plan.UnneededNodes) != 0 || !cmp.Equal(plan.Skipped, []string{"a", "b"}) {
 		t.Errorf("unneeded %v, skipped %v; want none unneeded, both skipped", plan.UnneededNodes, plan.Skipped)
+	}
+}
+
+// TestPlanLimits: --max-scale-down-parallelism caps the removals of one loop,
+// --max-empty-bulk-delete the empty ones among them; an unready node waits for
+// --scale-down-unready-time, or stays with --scale-down-unready-enabled=false.
+func TestPlanLimits(t *testing.T) {
+	mkNodes := func(n int, ready corev1.ConditionStatus) []*corev1.Node {
+		var out []*corev1.Node
+		for i := 0; i < n; i++ {
+			node := readyNode(fmt.Sprintf("n%d", i))
+			node.Status.Conditions[0].Status = ready
+			out = append(out, node)
+		}
+		return out
+	}
+	base := Options{Enabled: true, UtilizationThreshold: 0.5, MaxEmptyBulkDelete: 10, MaxParallelism: 10, MaxDrainParallelism: 1,
+		UnreadyEnabled: true, UnreadyTime: time.Hour}
+	now := time.Unix(10000, 0)
+	for _, tc := range []struct {
+		name    string
+		opts    func(*Options)
+		ready   corev1.ConditionStatus
+		removed int
+	}{
+		{"five empty nodes, parallelism 10", func(*Options) {}, corev1.ConditionTrue, 5},
+		{"--max-scale-down-parallelism=2", func(o *Options) { o.MaxParallelism = 2 }, corev1.ConditionTrue, 2},
+		{"--max-empty-bulk-delete=3", func(o *Options) { o.MaxEmptyBulkDelete = 3 }, corev1.ConditionTrue, 3},
+		{"unready, within --scale-down-unready-time", func(*Options) {}, corev1.ConditionFalse, 0},
+		{"unready, past --scale-down-unready-time", func(o *Options) { o.UnreadyTime = 0 }, corev1.ConditionFalse, 5},
+		{"unready, --scale-down-unready-enabled=false", func(o *Options) { o.UnreadyEnabled, o.UnreadyTime = false, 0 }, corev1.ConditionFalse, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := base
+			tc.opts(&opts)
+			nodes := mkNodes(5, tc.ready)
+			plan, err := newPlanner(t, opts).Plan(context.Background(), input(nodes, nil, now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(plan.Removals) != tc.removed {
+				t.Errorf("%d removals, want %d (kept %v)", len(plan.Removals), tc.removed, plan.Kept)
+			}
+		})
 	}
 }
