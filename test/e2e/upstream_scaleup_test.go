@@ -74,7 +74,6 @@ func waitRunning(t *testing.T, ctx context.Context, ns, app string, n int) {
 // (maxSkew 1, DoNotSchedule) when the group already has a node they count as a
 // domain (full, so they cannot run there).
 func TestScaleUpAffinityAwareEstimate(t *testing.T) {
-	onGroup := func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{kwok.NodeGroupLabel: "e2e-kwok-8cpu"} }
 	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}
 	for _, tc := range []struct {
 		name   string
@@ -82,11 +81,12 @@ func TestScaleUpAffinityAwareEstimate(t *testing.T) {
 		shape  func(*corev1.Pod)
 	}{
 		{"required anti-affinity on kubernetes.io/hostname", false, func(p *corev1.Pod) {
+			onEightCPUGroup(p)
 			p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{LabelSelector: selector, TopologyKey: corev1.LabelHostname}}}}
 		}},
 		{"hostname topology spread, maxSkew 1, DoNotSchedule", true, func(p *corev1.Pod) {
-			onGroup(p)
+			onEightCPUGroup(p)
 			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname,
 				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: selector}}
 		}},
@@ -97,7 +97,7 @@ func TestScaleUpAffinityAwareEstimate(t *testing.T) {
 			a := startAutoscaler(t, ctx, eightCPUGroup, nil)
 			start := 0
 			if tc.filler {
-				createShapedPods(t, ctx, ns, "filler", 1, "8", onGroup)
+				createShapedPods(t, ctx, ns, "filler", 1, "8", onEightCPUGroup)
 				waitUnschedulable(t, ctx, ns, 1)
 				a.loop(t, ctx)
 				waitRunning(t, ctx, ns, "filler", 1)
@@ -105,13 +105,37 @@ func TestScaleUpAffinityAwareEstimate(t *testing.T) {
 			}
 			createShapedPods(t, ctx, ns, "web", 4, "1", tc.shape)
 			waitUnschedulable(t, ctx, ns, 4)
-			a.loop(t, ctx)
+			a.loopUntilScaleUp(t, ctx, "e2e-kwok-8cpu", start)
 			if diff := cmp.Diff(map[string]int{"e2e-kwok-8cpu": start + 4}, a.targets(t)); diff != "" {
 				t.Fatalf("targets after the first scale-up (-want +got):\n%s", diff)
 			}
 			waitRunning(t, ctx, ns, "web", 4)
 		})
 	}
+}
+
+// loopUntilScaleUp runs loops until group's target leaves from: the loop that
+// first sees pods just created (its informers lag the API a little) is the
+// first scale-up, whose size the caller checks.
+func (a *testAutoscaler) loopUntilScaleUp(t *testing.T, ctx context.Context, group string, from int) {
+	t.Helper()
+	waitFor(t, ctx, "a scale-up of "+group, func(ctx context.Context) error {
+		a.loop(t, ctx)
+		if got := a.targets(t)[group]; got == from {
+			return fmt.Errorf("target still %d", got)
+		}
+		return nil
+	})
+}
+
+// onFourCPUGroup and onEightCPUGroup keep a pod off the nodes other tests
+// leave behind, so that only the group under test can take it.
+func onFourCPUGroup(p *corev1.Pod) {
+	p.Spec.NodeSelector = map[string]string{kwok.NodeGroupLabel: "e2e-kwok-4cpu"}
+}
+
+func onEightCPUGroup(p *corev1.Pod) {
+	p.Spec.NodeSelector = map[string]string{kwok.NodeGroupLabel: "e2e-kwok-8cpu"}
 }
 
 // TestScaleUpPodSelection: a pod below --expendable-pods-priority-cutoff
@@ -128,16 +152,24 @@ func TestScaleUpPodSelection(t *testing.T) {
 	if _, err := cluster.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	createShapedPods(t, ctx, ns, "expendable", 1, "1", func(p *corev1.Pod) { p.Spec.PriorityClassName = pc.Name })
+	createShapedPods(t, ctx, ns, "expendable", 1, "1", func(p *corev1.Pod) {
+		onFourCPUGroup(p)
+		p.Spec.PriorityClassName = pc.Name
+	})
 	waitUnschedulable(t, ctx, ns, 1)
 	a.loop(t, ctx)
 	if diff := cmp.Diff(map[string]int{"e2e-kwok-4cpu": 0}, a.targets(t)); diff != "" {
 		t.Fatalf("an expendable pod scaled up (-want +got):\n%s", diff)
 	}
-	createShapedPods(t, ctx, ns, "batch", 5, "1", func(p *corev1.Pod) { p.Spec.SchedulerName = "e2e-batch-scheduler" })
-	a.loop(t, ctx)
-	if diff := cmp.Diff(map[string]int{"e2e-kwok-4cpu": 2}, a.targets(t)); diff != "" {
-		t.Fatalf("targets once the bypassed scheduler's 5 pods exist (-want +got):\n%s", diff)
+	// 4 pods of 1 cpu fill one 4-cpu node; were the expendable pod counted
+	// too, the scale-up would ask for 2.
+	createShapedPods(t, ctx, ns, "batch", 4, "1", func(p *corev1.Pod) {
+		onFourCPUGroup(p)
+		p.Spec.SchedulerName = "e2e-batch-scheduler"
+	})
+	a.loopUntilScaleUp(t, ctx, "e2e-kwok-4cpu", 0)
+	if diff := cmp.Diff(map[string]int{"e2e-kwok-4cpu": 1}, a.targets(t)); diff != "" {
+		t.Fatalf("targets once the bypassed scheduler's 4 pods exist (-want +got):\n%s", diff)
 	}
 }
 
@@ -148,6 +180,7 @@ func TestScaleUpWaitsForPodScaleUpDelay(t *testing.T) {
 	ns := createNamespace(t, ctx, "")
 	a := startAutoscaler(t, ctx, fourCPUGroup, nil)
 	createShapedPods(t, ctx, ns, "patient", 1, "1", func(p *corev1.Pod) {
+		onFourCPUGroup(p)
 		p.Annotations = map[string]string{core.PodScaleUpDelayAnnotation: "1h"}
 	})
 	waitUnschedulable(t, ctx, ns, 1)
@@ -156,6 +189,7 @@ func TestScaleUpWaitsForPodScaleUpDelay(t *testing.T) {
 		t.Fatalf("a pod that asked to wait an hour scaled up (-want +got):\n%s", diff)
 	}
 	createShapedPods(t, ctx, ns, "eager", 1, "1", func(p *corev1.Pod) {
+		onFourCPUGroup(p)
 		p.Annotations = map[string]string{core.PodScaleUpDelayAnnotation: "not-a-duration"}
 	})
 	waitUnschedulable(t, ctx, ns, 2)
@@ -191,15 +225,9 @@ func TestScaleUpCountsDaemonSetPods(t *testing.T) {
 	if _, err := cluster.Client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	createShapedPods(t, ctx, ns, "work", 3, "4", nil)
+	createShapedPods(t, ctx, ns, "work", 3, "4", onEightCPUGroup)
 	waitUnschedulable(t, ctx, ns, 3)
-	waitFor(t, ctx, "the autoscaler's informer sees the DaemonSet", func(ctx context.Context) error {
-		a.loop(t, ctx)
-		if got := a.targets(t)["e2e-kwok-8cpu"]; got != 0 {
-			return nil
-		}
-		return fmt.Errorf("no scale-up yet")
-	})
+	a.loopUntilScaleUp(t, ctx, "e2e-kwok-8cpu", 0)
 	if diff := cmp.Diff(map[string]int{"e2e-kwok-8cpu": 3}, a.targets(t)); diff != "" {
 		t.Fatalf("targets after the first scale-up (-want +got):\n%s", diff)
 	}
