@@ -14,6 +14,8 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
+	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/kubernetes/pkg/controller/daemon"
 	"k8s.io/kubernetes/pkg/controller/deployment"
 	"k8s.io/kubernetes/pkg/controller/disruption"
 	"k8s.io/kubernetes/pkg/controller/namespace"
@@ -24,7 +26,9 @@ import (
 // deployments create replica sets, replica sets create (and recreate) pods,
 // deleting a namespace deletes what is in it, so tests can clean up after
 // themselves, and the disruption controller keeps PodDisruptionBudgets' status,
-// which the Eviction API and the autoscaler's scale-down read.
+// which the Eviction API and the autoscaler's scale-down read. DaemonSets run
+// their pods on the nodes they pick, so node templates, utilization and
+// scale-down meet DaemonSet pods as on a real cluster.
 func startControllers(ctx context.Context, config *restclient.Config) error {
 	config = restclient.AddUserAgent(restclient.CopyConfig(config), "localcluster-controllers")
 	client, err := kubernetes.NewForConfig(config)
@@ -54,7 +58,13 @@ func startControllers(ctx context.Context, config *restclient.Config) error {
 	disruptionCtrl := disruption.NewDisruptionController(ctx, factory.Core().V1().Pods(), factory.Policy().V1().PodDisruptionBudgets(),
 		factory.Core().V1().ReplicationControllers(), factory.Apps().V1().ReplicaSets(), factory.Apps().V1().Deployments(),
 		factory.Apps().V1().StatefulSets(), client, mapper, scaleClient, client.Discovery())
+	dsc, err := daemon.NewDaemonSetsController(ctx, factory.Apps().V1().DaemonSets(), factory.Apps().V1().ControllerRevisions(),
+		factory.Core().V1().Pods(), factory.Core().V1().Nodes(), client, flowcontrol.NewBackOff(time.Second, 15*time.Minute))
+	if err != nil {
+		return fmt.Errorf("daemonset controller: %w", err)
+	}
 	factory.Start(ctx.Done())
+	go dsc.Run(ctx, 2)
 	go disruptionCtrl.Run(ctx, 2)
 	go dc.Run(ctx, 2)
 	go rsc.Run(ctx, 2)
