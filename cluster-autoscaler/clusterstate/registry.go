@@ -261,6 +261,9 @@ func (r *Registry) LastScaleUp() time.Time {
 	return last
 }
 
+// LastScaleUpOf is when the group was last increased.
+func (r *Registry) LastScaleUpOf(groupID string) time.Time { return r.lastScaleUp[groupID] }
+
 // BackedOff reports whether a group is backed off at now, and why.
 func (r *Registry) BackedOff(groupID string, now time.Time) (bool, cloudprovider.InstanceErrorInfo) {
 	b := r.backoffs[groupID]

@@ -84,11 +84,16 @@ type Options struct {
 	SkipNodesWithCustomControllerPods bool
 	IgnoreDaemonSetsUtilization       bool
 	ScaleDownDelayAfterDelete         time.Duration
+	ScaleDownDelayTypeLocal           bool
 	ScaleDownUnreadyEnabled           bool
 	ScaleDownUnreadyTime              time.Duration
 	ScaleDownNonEmptyCandidatesCount  int
 	MaxScaleDownParallelism           int
 	MaxDrainParallelism               int
+	MinReplicaCount                   int
+	NodeDeletionDelayTimeout          time.Duration
+	DaemonSetEvictionForEmptyNodes    bool
+	DaemonSetEvictionForOccupiedNodes bool
 	// ElasticQuotaEnabled admits pending pods against the ElasticQuotaTree before
 	// scale-up and runs the CapacityScheduling plugin in the simulation.
 	ElasticQuotaEnabled bool
@@ -236,6 +241,8 @@ func Defaults() Options {
 		ScaleDownNonEmptyCandidatesCount:   30,
 		MaxScaleDownParallelism:            10,
 		MaxDrainParallelism:                1,
+		NodeDeletionDelayTimeout:           2 * time.Minute,
+		DaemonSetEvictionForOccupiedNodes:  true,
 		MaxTotalUnreadyPercentage:          45,
 		OkTotalUnreadyCount:                3,
 		MaxNodeStartupTime:                 15 * time.Minute,

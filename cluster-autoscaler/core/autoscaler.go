@@ -53,6 +53,8 @@ type Deps struct {
 	ScaleDownActuator         *scaledown.Actuator
 	ScaleDownStatusProcessors []processors.ScaleDownStatusProcessor
 	PDBs                      policylisters.PodDisruptionBudgetLister
+	// Controllers look up pods' ReplicaSets for --min-replica-count.
+	Controllers *scaledown.Controllers
 	// RootMin returns the ElasticQuotaTree root's min, which scale-down keeps
 	// allocatable for; nil without a tree.
 	RootMin func() corev1.ResourceList
@@ -83,6 +85,9 @@ type Autoscaler struct {
 	softTaintsCleaned bool
 	// lastScaleDownDelete starts --scale-down-delay-after-delete.
 	lastScaleDownDelete time.Time
+	// groupScaleDownFailure and groupScaleDownDelete are the same per node
+	// group, for --scale-down-delay-type-local.
+	groupScaleDownFailure, groupScaleDownDelete map[string]time.Time
 	// bypassed are --bypassed-scheduler-names.
 	bypassed map[string]bool
 	taints   taintConfig
@@ -124,6 +129,9 @@ func New(opts config.Options, deps Deps) *Autoscaler {
 			OkTotalUnreadyCount:       opts.OkTotalUnreadyCount,
 			MaxNodeStartupTime:        opts.MaxNodeStartupTime,
 		},
+
+		groupScaleDownFailure: map[string]time.Time{},
+		groupScaleDownDelete:  map[string]time.Time{},
 	}
 }
 

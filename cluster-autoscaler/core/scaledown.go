@@ -25,10 +25,11 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 	}
 	logger := klog.FromContext(ctx)
 	in := scaledown.Input{
-		Now:     lc.Now,
-		Nodes:   lc.Nodes,
-		Pods:    bound,
-		Targets: map[string]int{},
+		Now:         lc.Now,
+		Nodes:       lc.Nodes,
+		Pods:        bound,
+		Controllers: a.Controllers,
+		Targets:     map[string]int{},
 		GroupOf: func(n *corev1.Node) cloudprovider.NodeGroup {
 			g, err := a.Provider.NodeGroupForNode(n)
 			if err != nil {
@@ -36,10 +37,16 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 			}
 			return g
 		},
-		MayRemove: !scaledUp &&
-			lc.Now.Sub(a.registry.LastScaleUp()) >= a.opts.ScaleDownDelayAfterAdd &&
-			lc.Now.Sub(a.lastScaleDownFailure) >= a.opts.ScaleDownDelayAfterFailure &&
-			lc.Now.Sub(a.lastScaleDownDelete) >= a.opts.ScaleDownDelayAfterDelete,
+		// With --scale-down-delay-type-local the delays hold each group on
+		// its own; a loop that scaled up removes nothing either way, as
+		// upstream.
+		MayRemove: !scaledUp && (a.opts.ScaleDownDelayTypeLocal ||
+			a.pastDelays(lc.Now, a.registry.LastScaleUp(), a.lastScaleDownFailure, a.lastScaleDownDelete)),
+	}
+	if a.opts.ScaleDownDelayTypeLocal {
+		in.GroupInDelay = func(id string) bool {
+			return !a.pastDelays(lc.Now, a.registry.LastScaleUpOf(id), a.groupScaleDownFailure[id], a.groupScaleDownDelete[id])
+		}
 	}
 	for _, gs := range state.Groups {
 		in.Targets[gs.Group.Id()] = gs.Target
@@ -81,11 +88,13 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 		if err := removeErrs[i]; err != nil {
 			logger.Error(err, "Scale-down failed")
 			a.lastScaleDownFailure = lc.Now
+			a.groupScaleDownFailure[r.GroupID] = lc.Now
 			status.Failed = append(status.Failed, processors.FailedRemoval{NodeRemoval: r, Err: err})
 			a.Metrics.RegisterFailedScaleDown()
 			continue
 		}
 		a.lastScaleDownDelete = lc.Now
+		a.groupScaleDownDelete[r.GroupID] = lc.Now
 		status.Removed = append(status.Removed, r)
 		a.productive = true
 		reason := metrics.ScaleDownUnderutilized
@@ -108,4 +117,12 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 		p.ProcessScaleDown(ctx, lc, status)
 	}
 	return plan.Unneeded, nil
+}
+
+// pastDelays reports whether the --scale-down-delay-after-add, -failure and
+// -delete delays started at the given times have all run out at now.
+func (a *Autoscaler) pastDelays(now, scaleUp, failure, deleted time.Time) bool {
+	return now.Sub(scaleUp) >= a.opts.ScaleDownDelayAfterAdd &&
+		now.Sub(failure) >= a.opts.ScaleDownDelayAfterFailure &&
+		now.Sub(deleted) >= a.opts.ScaleDownDelayAfterDelete
 }

@@ -5,12 +5,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -49,6 +51,15 @@ type Actuator struct {
 	// group's together (RemoveAll).
 	BatchInterval time.Duration
 
+	// DelayDeletionTimeout bounds the wait for the node's delay-deletion
+	// annotations to go before its instance is deleted; 0 waits not at all.
+	DelayDeletionTimeout time.Duration
+	// EvictDaemonSetPodsFromEmpty and EvictDaemonSetPodsFromOccupied say
+	// whether a node's DaemonSet pods are evicted before it goes, when it had
+	// no pods to move and when it had some; a pod's EnableDSEvictionAnnotation
+	// overrides either.
+	EvictDaemonSetPodsFromEmpty, EvictDaemonSetPodsFromOccupied bool
+
 	latencies []taintLatency
 }
 
@@ -56,6 +67,19 @@ type taintLatency struct {
 	at      time.Time
 	latency time.Duration
 }
+
+// DelayDeletionAnnotationPrefix: while a node has an annotation with this
+// prefix, another component still needs it, and its deletion waits (up to
+// --node-deletion-delay-timeout), as upstream's.
+const DelayDeletionAnnotationPrefix = "delay-deletion.cluster-autoscaler.kubernetes.io/"
+
+// EnableDSEvictionAnnotation on a DaemonSet pod, "true" or "false", decides
+// whether that pod is evicted before its node goes, whatever the flags say.
+const EnableDSEvictionAnnotation = "cluster-autoscaler.kubernetes.io/enable-ds-eviction"
+
+// delayDeletionPoll is how often the node is read again while its
+// delay-deletion annotations are awaited.
+const delayDeletionPoll = time.Second
 
 // Remove taints the node so nothing new lands on it, evicts its pods through the
 // Eviction API (so PodDisruptionBudgets are honoured), waits for them to go and
@@ -133,6 +157,8 @@ func (a *Actuator) prepare(ctx context.Context, r processors.NodeRemoval) error 
 		a.rollback(ctx, r)
 		return fmt.Errorf("draining node %s: %w", r.Node.Name, err)
 	}
+	a.evictDaemonSetPods(ctx, r.Node.Name, len(r.Evicted) == 0)
+	a.waitForDelayDeletion(ctx, r.Node.Name)
 	return nil
 }
 
@@ -255,21 +281,25 @@ func (a *Actuator) drainGroups(pods []*corev1.Pod) []drainGroup {
 	return groups
 }
 
+// evictionFor is pod's eviction with, as upstream, the pod's own grace
+// period (30 s when unset), at most maxGrace.
+func evictionFor(pod *corev1.Pod, maxGrace time.Duration) *policyv1.Eviction {
+	grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
+	if pod.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *pod.Spec.TerminationGracePeriodSeconds
+	}
+	if limit := int64(maxGrace.Seconds()); limit > 0 && grace > limit {
+		grace = limit
+	}
+	return &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
+		DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &grace},
+	}
+}
+
 func (a *Actuator) evictAll(ctx context.Context, pods []*corev1.Pod, maxGrace time.Duration) error {
 	for _, pod := range pods {
-		// As upstream: the pod's own grace period (30 s when unset), at most
-		// the drain's.
-		grace := int64(corev1.DefaultTerminationGracePeriodSeconds)
-		if pod.Spec.TerminationGracePeriodSeconds != nil {
-			grace = *pod.Spec.TerminationGracePeriodSeconds
-		}
-		if limit := int64(maxGrace.Seconds()); limit > 0 && grace > limit {
-			grace = limit
-		}
-		eviction := &policyv1.Eviction{
-			ObjectMeta:    metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace},
-			DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &grace},
-		}
+		eviction := evictionFor(pod, maxGrace)
 		var last error
 		err := wait.PollUntilContextTimeout(ctx, a.EvictionRetryInterval, a.MaxPodEvictionTime, true, func(ctx context.Context) (bool, error) {
 			last = a.Client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
@@ -321,6 +351,69 @@ const (
 func (a *Actuator) countEvictions(result string, n int) {
 	if a.Evicted != nil {
 		a.Evicted(result, n)
+	}
+}
+
+// evictDaemonSetPods evicts the node's DaemonSet pods that the flags (or
+// their own annotation) send away. As upstream, this is best effort: a
+// failed eviction is logged and keeps no node, and nobody waits for the pods
+// to end, since the node goes with them anyway.
+func (a *Actuator) evictDaemonSetPods(ctx context.Context, node string, empty bool) {
+	byDefault := a.EvictDaemonSetPodsFromOccupied
+	if empty {
+		byDefault = a.EvictDaemonSetPodsFromEmpty
+	}
+	logger := klog.FromContext(ctx).WithValues("node", node)
+	pods, err := a.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	if err != nil {
+		logger.Error(err, "Listing the DaemonSet pods to evict")
+		return
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if ctrl := metav1.GetControllerOf(pod); ctrl == nil || ctrl.Kind != "DaemonSet" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		evict := byDefault
+		switch pod.Annotations[EnableDSEvictionAnnotation] {
+		case "true":
+			evict = true
+		case "false":
+			evict = false
+		}
+		if !evict {
+			continue
+		}
+		if err := a.Client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, evictionFor(pod, a.MaxGracefulTermination)); err != nil && !apierrors.IsNotFound(err) {
+			logger.Error(err, "DaemonSet pod not evicted", "pod", klog.KObj(pod))
+		}
+	}
+}
+
+// waitForDelayDeletion waits, up to DelayDeletionTimeout, until the node has
+// no delay-deletion annotation. As upstream, running out of time only warns:
+// the node is deleted anyway.
+func (a *Actuator) waitForDelayDeletion(ctx context.Context, name string) {
+	if a.DelayDeletionTimeout == 0 {
+		return
+	}
+	logger := klog.FromContext(ctx).WithValues("node", name)
+	err := wait.PollUntilContextTimeout(ctx, delayDeletionPoll, a.DelayDeletionTimeout, true, func(ctx context.Context) (bool, error) {
+		node, err := a.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, fmt.Errorf("reading node %s: %w", name, err)
+		}
+		for key := range node.Annotations {
+			if strings.HasPrefix(key, DelayDeletionAnnotationPrefix) {
+				logger.V(4).Info("Node deletion delayed by an annotation", "annotation", key)
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		logger.Info("Deleting the node though its delay-deletion annotations stay", "timeout", a.DelayDeletionTimeout, "err", err.Error())
 	}
 }
 

@@ -41,6 +41,9 @@ type Options struct {
 	SkipNodesWithCustomControllerPods bool
 	// IgnoreDaemonSetsUtilization leaves DaemonSet pods out of utilization.
 	IgnoreDaemonSetsUtilization bool
+	// MinReplicaCount: the pods of a ReplicaSet or ReplicationController
+	// asking for fewer replicas keep their node.
+	MinReplicaCount int
 	// UnreadyEnabled allows removing unready nodes, after UnreadyTime.
 	UnreadyEnabled bool
 	UnreadyTime    time.Duration
@@ -84,6 +87,9 @@ type Input struct {
 	// Pods are the pods bound to nodes.
 	Pods []*corev1.Pod
 	PDBs []*policyv1.PodDisruptionBudget
+	// Controllers, when set, look up the pods' ReplicaSets and
+	// ReplicationControllers.
+	Controllers *Controllers
 	// GroupOf maps a node to its group; nil for nodes no group manages.
 	GroupOf func(*corev1.Node) cloudprovider.NodeGroup
 	// Targets are the groups' target sizes.
@@ -92,6 +98,10 @@ type Input struct {
 	RootMin corev1.ResourceList
 	// MayRemove is false while a delay after a scale-up or a failure runs.
 	MayRemove bool
+	// GroupInDelay, when set (--scale-down-delay-type-local), reports the
+	// groups whose own delays run: their nodes are no removal candidates,
+	// though pods may still move onto them.
+	GroupInDelay func(groupID string) bool
 }
 
 // Plan is a loop's scale-down decision.
@@ -167,6 +177,9 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 			dest.exclude(i)
 			continue
 		}
+		if in.GroupInDelay != nil && in.GroupInDelay(group.Id()) {
+			continue
+		}
 		kept := func(reason string, params ...string) {
 			plan.Kept = append(plan.Kept, processors.KeptNode{Node: node, GroupID: group.Id(), Reason: keptReason(reason, params...)})
 		}
@@ -191,7 +204,7 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 		c := &candidate{node: node, group: group, utilization: u, index: i, unready: !ready}
 		blocked := ""
 		for _, pod := range podsByNode[node.Name] {
-			switch kind, reason := classify(pod, in.PDBs, p.opts, in.Now); kind {
+			switch kind, reason := classify(pod, in.PDBs, in.Controllers, p.opts, in.Now); kind {
 			case podBlocks:
 				blocked = reason
 				kept(reason, pod.Namespace+"/"+pod.Name)

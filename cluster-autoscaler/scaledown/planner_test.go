@@ -3,6 +3,7 @@ package scaledown
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,7 +128,8 @@ func TestSimulationTimeout(t *testing.T) {
 
 // TestPlanLimits: --max-scale-down-parallelism caps the removals of one loop,
 // --max-empty-bulk-delete the empty ones among them; an unready node waits for
-// --scale-down-unready-time, or stays with --scale-down-unready-enabled=false.
+// --scale-down-unready-time, or stays with --scale-down-unready-enabled=false;
+// with --scale-down-delay-type-local a group in its own delay loses no node.
 func TestPlanLimits(t *testing.T) {
 	mkNodes := func(n int, ready corev1.ConditionStatus) []*corev1.Node {
 		var out []*corev1.Node
@@ -153,12 +155,17 @@ func TestPlanLimits(t *testing.T) {
 		{"unready, within --scale-down-unready-time", func(*Options) {}, corev1.ConditionFalse, 0},
 		{"unready, past --scale-down-unready-time", func(o *Options) { o.UnreadyTime = 0 }, corev1.ConditionFalse, 5},
 		{"unready, --scale-down-unready-enabled=false", func(o *Options) { o.UnreadyEnabled, o.UnreadyTime = false, 0 }, corev1.ConditionFalse, 0},
+		{"the group in its own delay, --scale-down-delay-type-local", func(*Options) {}, corev1.ConditionTrue, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := base
 			tc.opts(&opts)
 			nodes := mkNodes(5, tc.ready)
-			plan, err := newPlanner(t, opts).Plan(context.Background(), input(nodes, nil, now))
+			in := input(nodes, nil, now)
+			if strings.Contains(tc.name, "its own delay") {
+				in.GroupInDelay = func(id string) bool { return id == "g" }
+			}
+			plan, err := newPlanner(t, opts).Plan(context.Background(), in)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,6 +8,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 )
 
 // Annotations and taint shared with upstream, so existing workloads keep their
@@ -35,6 +37,8 @@ const (
 const (
 	reasonNotSafeToEvict   = "NotSafeToEvictAnnotation"
 	reasonNotReplicated    = "NotReplicated"
+	reasonMinReplicas      = "MinReplicasReached"
+	reasonNoController     = "ControllerNotFound"
 	reasonLocalStorage     = "LocalStorageRequested"
 	reasonSystemPod        = "UnmovableKubeSystemPod"
 	reasonPDB              = "NotEnoughPdb"
@@ -58,7 +62,7 @@ func IsExpendable(p *corev1.Pod, cutoff int) bool {
 }
 
 // classify decides what a pod means for its node's removal at now.
-func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, opts Options, now time.Time) (podKind, string) {
+func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, controllers *Controllers, opts Options, now time.Time) (podKind, string) {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil {
 		return podIgnored, ""
 	}
@@ -69,6 +73,15 @@ func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, opts Option
 		return podIgnored, ""
 	}
 	ctrl := metav1.GetControllerOf(pod)
+	// As upstream, the replica count is judged before any annotation: even a
+	// pod marked safe to evict keeps its node while its ReplicaSet is below
+	// --min-replica-count or gone. Upstream judges it only with
+	// --skip-nodes-with-custom-controller-pods.
+	if opts.SkipNodesWithCustomControllerPods && ctrl != nil && controllers != nil {
+		if reason := controllers.replicaReason(pod.Namespace, ctrl, opts.MinReplicaCount); reason != "" {
+			return podBlocks, reason
+		}
+	}
 	if pdb := blockingPDB(pod, pdbs); pdb != nil {
 		return podBlocks, reasonPDB
 	}
@@ -101,6 +114,41 @@ func isMirrorPod(pod *corev1.Pod) bool {
 func isDaemonSetPod(pod *corev1.Pod) bool {
 	ctrl := metav1.GetControllerOf(pod)
 	return ctrl != nil && ctrl.Kind == "DaemonSet"
+}
+
+// Controllers look up the ReplicaSets and ReplicationControllers that own
+// pods, for --min-replica-count.
+type Controllers struct {
+	ReplicaSets            appslisters.ReplicaSetLister
+	ReplicationControllers corelisters.ReplicationControllerLister
+}
+
+// replicaReason is why the pod's ReplicaSet or ReplicationController keeps
+// its node: it is gone (ControllerNotFound), or it asks for fewer than min
+// replicas (MinReplicasReached). Empty when neither holds or the controller is
+// of another kind.
+func (c *Controllers) replicaReason(namespace string, ctrl *metav1.OwnerReference, min int) string {
+	var replicas *int32
+	switch ctrl.Kind {
+	case "ReplicaSet":
+		rs, err := c.ReplicaSets.ReplicaSets(namespace).Get(ctrl.Name)
+		if err != nil {
+			return reasonNoController
+		}
+		replicas = rs.Spec.Replicas
+	case "ReplicationController":
+		rc, err := c.ReplicationControllers.ReplicationControllers(namespace).Get(ctrl.Name)
+		if err != nil {
+			return reasonNoController
+		}
+		replicas = rc.Spec.Replicas
+	default:
+		return ""
+	}
+	if replicas != nil && int(*replicas) < min {
+		return reasonMinReplicas
+	}
+	return ""
 }
 
 // builtInControllers are the controllers upstream trusts to recreate a pod

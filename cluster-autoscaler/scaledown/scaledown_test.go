@@ -99,7 +99,7 @@ func TestBlockingSystemPod(t *testing.T) {
 			p.Namespace = metav1.NamespaceSystem
 			p.CreationTimestamp = metav1.NewTime(now.Add(-tc.age))
 		})
-		if got, _ := classify(p, nil, opts, now); got != tc.want {
+		if got, _ := classify(p, nil, nil, opts, now); got != tc.want {
 			t.Errorf("a %s old kube-system pod: %v, want %v", tc.age, got, tc.want)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -206,25 +205,7 @@ func TestScaleUpCountsDaemonSetPods(t *testing.T) {
 	ctx := testContext(t)
 	ns := createNamespace(t, ctx, "")
 	a := startAutoscaler(t, ctx, eightCPUGroup, nil)
-	labels := map[string]string{"app": "e2e-node-agent"}
-	ds := &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-agent", Namespace: ns},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector:                  map[string]string{kwok.NodeGroupLabel: "e2e-kwok-8cpu"},
-					TerminationGracePeriodSeconds: ptr.To[int64](0),
-					Containers: []corev1.Container{{Name: "agent", Image: "registry.k8s.io/pause",
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}},
-				},
-			},
-		},
-	}
-	if _, err := cluster.Client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDaemonSet(t, ctx, ns, "node-agent", "2", map[string]string{kwok.NodeGroupLabel: "e2e-kwok-8cpu"}, nil)
 	createShapedPods(t, ctx, ns, "work", 3, "4", onEightCPUGroup)
 	waitUnschedulable(t, ctx, ns, 3)
 	a.loopUntilScaleUp(t, ctx, "e2e-kwok-8cpu", 0)
