@@ -214,3 +214,28 @@ func TestScaleUpCountsDaemonSetPods(t *testing.T) {
 	}
 	waitRunning(t, ctx, ns, "work", 3)
 }
+
+// TestScaleUpTreeJudgesOnlyItsSchedulersPods: the ElasticQuotaTree holds back
+// only the pods of the schedulers in --elastic-quota-scheduler-names (here
+// default-scheduler). Five 5-cpu pods of another scheduler in a leaf whose max
+// admits four get five nodes, as the stock autoscaler would give them; the
+// tree's own scheduler's pods get four (TestAutoscalerHonoursElasticQuota).
+func TestScaleUpTreeJudgesOnlyItsSchedulersPods(t *testing.T) {
+	ctx := testContext(t)
+	var namespaces [4]string
+	for i := range namespaces {
+		namespaces[i] = createNamespace(t, ctx, "")
+	}
+	applyTree(t, ctx, seedTreeFor(t, namespaces))
+	a := startAutoscaler(t, ctx, eightCPUGroup, func(o *config.Options) {
+		o.BypassedSchedulerNames = []string{"e2e-plain-scheduler"}
+	})
+	createShapedPods(t, ctx, namespaces[0], "plain", 5, "5", func(p *corev1.Pod) {
+		onEightCPUGroup(p)
+		p.Spec.SchedulerName = "e2e-plain-scheduler"
+	})
+	a.loopUntilScaleUp(t, ctx, "e2e-kwok-8cpu", 0)
+	if diff := cmp.Diff(map[string]int{"e2e-kwok-8cpu": 5}, a.targets(t)); diff != "" {
+		t.Fatalf("targets for another scheduler's pods in a governed namespace (-want +got):\n%s", diff)
+	}
+}
