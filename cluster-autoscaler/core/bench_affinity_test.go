@@ -1,16 +1,12 @@
 package core
 
 import (
-	"context"
 	"fmt"
 	"testing"
-	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/klog/v2"
 )
 
 // BenchmarkRunOnceAntiAffinity is BenchmarkRunOnce at P3's size with every
@@ -39,19 +35,7 @@ func BenchmarkRunOnceAntiAffinity(b *testing.B) {
 						TopologyKey:   corev1.LabelHostname,
 					}}}}
 			}
-			a := newTestAutoscaler(b, f)
-			ctx := klog.NewContext(context.Background(), logr.Discard())
-			now := time.Unix(1000, 0)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := a.RunOnce(ctx, now); err != nil {
-					b.Fatal(err)
-				}
-				b.StopTimer()
-				resetTargets(f)
-				b.StartTimer()
-			}
+			benchLoops(b, f)
 		})
 	}
 }

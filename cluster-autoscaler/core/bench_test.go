@@ -139,23 +139,27 @@ func BenchmarkRunOnce(b *testing.B) {
 		{1000, 30, 100, 500},
 	} {
 		b.Run(fmt.Sprintf("nodes=%d/pods=%d/groups=%d/pending=%d", size.nodes, size.nodes*size.podsPerNode, size.groups, size.pending), func(b *testing.B) {
-			f := newLoopFixture(size.nodes, size.podsPerNode, size.groups, size.pending)
-			a := newTestAutoscaler(b, f)
-			// Loop logs would interleave with the benchmark's result lines.
-			ctx := klog.NewContext(context.Background(), logr.Discard())
-			now := time.Unix(1000, 0)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if err := a.RunOnce(ctx, now); err != nil {
-					b.Fatal(err)
-				}
-				// Every loop starts from the same cloud: undo the increase.
-				b.StopTimer()
-				resetTargets(f)
-				b.StartTimer()
-			}
+			benchLoops(b, newLoopFixture(size.nodes, size.podsPerNode, size.groups, size.pending))
 		})
+	}
+}
+
+// benchLoops times b.N loops of an autoscaler over f, each from the same cloud.
+func benchLoops(b *testing.B, f *loopFixture) {
+	a := newTestAutoscaler(b, f)
+	// Loop logs would interleave with the benchmark's result lines.
+	ctx := klog.NewContext(context.Background(), logr.Discard())
+	now := time.Unix(1000, 0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if err := a.RunOnce(ctx, now); err != nil {
+			b.Fatal(err)
+		}
+		// Every loop starts from the same cloud: undo the increase.
+		b.StopTimer()
+		resetTargets(f)
+		b.StartTimer()
 	}
 }
 
