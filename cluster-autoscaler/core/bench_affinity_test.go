@@ -7,6 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/kubernetes/pkg/features"
 )
 
 // BenchmarkRunOnceAntiAffinity is BenchmarkRunOnce at P3's size with every
@@ -14,10 +17,15 @@ import (
 // the pods of its own deployment: the estimate then tracks each placement in
 // every such pod's PreFilter state, and opens one node per pod.
 func BenchmarkRunOnceAntiAffinity(b *testing.B) {
-	for _, size := range []struct{ nodes, podsPerNode, groups, pending int }{
-		{1000, 30, 100, 500},
-	} {
-		b.Run(fmt.Sprintf("nodes=%d/pods=%d/groups=%d/pending=%d", size.nodes, size.nodes*size.podsPerNode, size.groups, size.pending), func(b *testing.B) {
+	size := struct{ nodes, podsPerNode, groups, pending int }{1000, 30, 100, 500}
+	// fastpath is upstream's --enable-inter-pod-affinity-hostname-fast-path
+	// (off by default): hostname-scoped terms are then checked per node in
+	// Filter rather than against every bound pod in PreFilter.
+	for _, fastPath := range []bool{false, true} {
+		name := fmt.Sprintf("nodes=%d/pods=%d/groups=%d/pending=%d/fastpath=%v",
+			size.nodes, size.nodes*size.podsPerNode, size.groups, size.pending, fastPath)
+		b.Run(name, func(b *testing.B) {
+			featuregatetesting.SetFeatureGateDuringTest(b, utilfeature.DefaultFeatureGate, features.InterPodAffinityHostnameFastPath, fastPath)
 			f := newLoopFixture(size.nodes, size.podsPerNode, size.groups, size.pending)
 			pods, err := f.pods.List(labels.Everything())
 			if err != nil {
