@@ -22,10 +22,9 @@ import (
 // node: the autoscaler's own taints, node-condition taints (a transient state),
 // and startup and status taints, by flag or by prefix.
 const (
-	IgnoreTaintPrefix      = "ignore-taint.cluster-autoscaler.kubernetes.io/"
-	StartupTaintPrefix     = "startup-taint.cluster-autoscaler.kubernetes.io/"
-	StatusTaintPrefix      = "status-taint.cluster-autoscaler.kubernetes.io/"
-	DeletionCandidateTaint = "DeletionCandidateOfClusterAutoscaler"
+	IgnoreTaintPrefix  = "ignore-taint.cluster-autoscaler.kubernetes.io/"
+	StartupTaintPrefix = "startup-taint.cluster-autoscaler.kubernetes.io/"
+	StatusTaintPrefix  = "status-taint.cluster-autoscaler.kubernetes.io/"
 )
 
 // nodeConditionTaints are the taints the node lifecycle controller and cloud
@@ -72,7 +71,7 @@ func (tc taintConfig) sanitize(taints []corev1.Taint) []corev1.Taint {
 	var out []corev1.Taint
 	for _, t := range taints {
 		switch {
-		case t.Key == scaledown.ToBeDeletedTaint, t.Key == DeletionCandidateTaint, nodeConditionTaints[t.Key],
+		case t.Key == scaledown.ToBeDeletedTaint, t.Key == scaledown.DeletionCandidateTaint, nodeConditionTaints[t.Key],
 			tc.startup[t.Key], tc.status[t.Key], hasAnyPrefix(t.Key, tc.startupPrefixes), hasAnyPrefix(t.Key, tc.statusPrefixes):
 			continue
 		}

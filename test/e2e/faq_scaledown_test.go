@@ -328,3 +328,49 @@ func annotateNode(t *testing.T, ctx context.Context, node, key, value string) {
 		t.Fatal(err)
 	}
 }
+
+// TestScaleDownSoftTaintsUnneededNodes: as upstream with its default
+// --max-bulk-soft-taint-count, a node unneeded but not yet removable gets the
+// DeletionCandidateOfClusterAutoscaler PreferNoSchedule taint, and loses it
+// once a pod makes it needed again.
+func TestScaleDownSoftTaintsUnneededNodes(t *testing.T) {
+	t.Logf("FAQ: %s (--max-bulk-soft-taint-count, --max-bulk-soft-taint-time)", faqParameters)
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx, "")
+	a := startAutoscaler(t, ctx, scaleDownGroup(0), func(o *config.Options) {
+		fastScaleDown(o)
+		o.ScaleDownUnneededTime = time.Hour
+	})
+	growTo(t, ctx, a, ns, 2)
+	target := nodeOf(t, ctx, ns, "keeper-1")
+	deletePod(t, ctx, ns, "keeper-1")
+	softTainted := func(ctx context.Context) (bool, error) {
+		n, err := cluster.Client.CoreV1().Nodes().Get(ctx, target, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == scaledown.DeletionCandidateTaint && taint.Effect == corev1.TaintEffectPreferNoSchedule {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	a.loopUntil(t, ctx, "the unneeded node "+target+" soft-tainted", func(ctx context.Context) error {
+		if on, err := softTainted(ctx); err != nil || !on {
+			return fmt.Errorf("not tainted (%v)", err)
+		}
+		return nil
+	})
+	createShapedPods(t, ctx, ns, "needed", 1, "3", func(p *corev1.Pod) { p.Spec.NodeName = target })
+	waitRunning(t, ctx, ns, "needed", 1)
+	a.loopUntil(t, ctx, "the needed node "+target+" relieved of the soft taint", func(ctx context.Context) error {
+		if on, err := softTainted(ctx); err != nil || on {
+			return fmt.Errorf("still tainted (%v)", err)
+		}
+		return nil
+	})
+	if got := groupNodes(t, ctx); !contains(got, target) {
+		t.Fatalf("node %s was removed within an hour's unneeded time; nodes %v", target, got)
+	}
+}

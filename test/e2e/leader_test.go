@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -148,18 +146,8 @@ func TestAutoscalerBuiltTwiceInOneProcess(t *testing.T) {
 	}
 }
 
-func freeAddress(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func healthy(ctx context.Context, addr string) error {
-	body, code, err := get(ctx, "http://"+addr+"/health-check")
+	code, body, err := get(ctx, "http://"+addr+"/health-check")
 	if err != nil {
 		return err
 	}
@@ -169,24 +157,10 @@ func healthy(ctx context.Context, addr string) error {
 	return nil
 }
 
-func get(ctx context.Context, url string) (string, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return string(body), resp.StatusCode, err
-}
-
 // metricAbove reads one sample, named with its labels as the text format
 // writes it, from /metrics and requires it above min.
 func metricAbove(ctx context.Context, addr, sample string, min float64) error {
-	body, _, err := get(ctx, "http://"+addr+"/metrics")
+	_, body, err := get(ctx, "http://"+addr+"/metrics")
 	if err != nil {
 		return err
 	}
