@@ -301,10 +301,19 @@ func (a *Actuator) evictAll(ctx context.Context, pods []*corev1.Pod, maxGrace ti
 	for _, pod := range pods {
 		eviction := evictionFor(pod, maxGrace)
 		var last error
-		err := wait.PollUntilContextTimeout(ctx, a.EvictionRetryInterval, a.MaxPodEvictionTime, true, func(ctx context.Context) (bool, error) {
+		evict := func(ctx context.Context) (bool, error) {
 			last = a.Client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
 			return last == nil || apierrors.IsNotFound(last), nil
-		})
+		}
+		// As upstream, one attempt is made whatever --max-pod-eviction-time
+		// says; retries follow within it.
+		var err error
+		if done, _ := evict(ctx); !done {
+			err = last
+			if a.MaxPodEvictionTime > 0 {
+				err = wait.PollUntilContextTimeout(ctx, a.EvictionRetryInterval, a.MaxPodEvictionTime, false, evict)
+			}
+		}
 		if err != nil {
 			a.countEvictions(metricsEvictionFailed, 1)
 			if last == nil {
