@@ -1,0 +1,222 @@
+package oracle
+
+import (
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+)
+
+// Oracle holds the objects it was fed and the violations it saw.
+type Oracle struct {
+	mu sync.Mutex
+
+	nodes  map[string]*corev1.Node
+	quotas map[string]*capacityQuota
+	// marked are the nodes ever seen with the autoscaler's deletion taint.
+	marked map[string]bool
+
+	pods map[types.UID]*podState
+	// namespaceOf every pod ever seen, to place a preemptor named by UID only.
+	namespaceOf map[types.UID]string
+
+	trees map[string]*treeObject // kube-system trees by name
+	// inForce is the tree the oracle judges against; nil when none.
+	inForce *quotaTree
+	// pending is set while the tree in force has a generation not judged yet;
+	// deferred are the pods admitted meanwhile, judged once it is.
+	pending  bool
+	deferred []types.UID
+
+	violations []string
+	seen       map[string]bool // violations already recorded, for moments that repeat
+	belowMin   []belowMinEviction
+	counts     Counts
+}
+
+// Counts are what the run exercised.
+type Counts struct {
+	// Reclaims are pods preempted by the scheduler, reclaim or priority
+	// preemption, that stopped running.
+	Reclaims int
+	// Drained are pods evicted from nodes the autoscaler marked for deletion.
+	Drained int
+}
+
+// New returns an oracle that has seen nothing.
+func New() *Oracle {
+	return &Oracle{
+		nodes:       map[string]*corev1.Node{},
+		quotas:      map[string]*capacityQuota{},
+		marked:      map[string]bool{},
+		pods:        map[types.UID]*podState{},
+		namespaceOf: map[types.UID]string{},
+		trees:       map[string]*treeObject{},
+		seen:        map[string]bool{},
+	}
+}
+
+// SetNode records a node added or updated.
+func (o *Oracle) SetNode(node *corev1.Node) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.nodes[node.Name] = node
+	for _, taint := range node.Spec.Taints {
+		if taint.Key == toBeDeletedTaint {
+			o.marked[node.Name] = true
+		}
+	}
+	o.checkQuotasLocked("node " + node.Name + " registered or changed")
+}
+
+// DeleteNode records a node gone.
+func (o *Oracle) DeleteNode(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.nodes, name)
+	o.checkQuotasLocked("node " + name + " deleted")
+}
+
+// SetCapacityQuota records a CapacityQuota created or updated.
+func (o *Oracle) SetCapacityQuota(q *autoscalingv1beta1.CapacityQuota) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	next := parseCapacityQuota(q)
+	if last, ok := o.quotas[q.Name]; ok && last.changed.Equal(&next.changed) && last.uid == next.uid {
+		next.over = last.over // a status write: the same quota, still judged as before
+	}
+	o.quotas[q.Name] = next
+	o.checkQuotasLocked("CapacityQuota " + q.Name + " written")
+}
+
+// DeleteCapacityQuota records a CapacityQuota gone.
+func (o *Oracle) DeleteCapacityQuota(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.quotas, name)
+}
+
+// SetTree records an ElasticQuotaTree created or updated, status included.
+// Trees outside kube-system are never in force and are ignored.
+func (o *Oracle) SetTree(t *schedulingv1beta1.ElasticQuotaTree) {
+	if t.Namespace != schedulingv1beta1.EnforcedNamespace {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	obj := o.trees[t.Name]
+	if obj == nil || obj.object.UID != t.UID {
+		obj = &treeObject{}
+		o.trees[t.Name] = obj
+	}
+	obj.object = t
+	if judged, valid := verdict(t); judged && valid {
+		obj.lastValid = parseTree(t)
+	}
+	o.chooseTreeLocked()
+}
+
+// DeleteTree records an ElasticQuotaTree gone.
+func (o *Oracle) DeleteTree(namespace, name string) {
+	if namespace != schedulingv1beta1.EnforcedNamespace {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.trees, name)
+	o.chooseTreeLocked()
+}
+
+// SetPod records a pod added or updated. initial marks pods listed when the
+// feed started: they are the starting state, not moments to judge.
+func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.namespaceOf[pod.UID] = pod.Namespace
+	st := o.pods[pod.UID]
+	if st == nil {
+		st = &podState{}
+		o.pods[pod.UID] = st
+	}
+	if !initial {
+		o.classifyDisruptionLocked(st, pod)
+	}
+	wasCounted, before := st.counted, st.requests
+	st.pod, st.counted, st.requests = pod, occupies(pod), podRequests(pod)
+	switch {
+	case initial:
+	case st.counted && !wasCounted:
+		o.judgeAdmissionLocked(st, requested(st.requests), "bound")
+	case st.counted:
+		if grown := grownResources(before, st.requests); len(grown) > 0 {
+			o.judgeAdmissionLocked(st, grown, "resized")
+		}
+	case wasCounted:
+		o.stoppedLocked(st)
+	}
+}
+
+// DeletePod records a pod gone, in its final known state.
+func (o *Oracle) DeletePod(pod *corev1.Pod) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	st := o.pods[pod.UID]
+	if st == nil {
+		return
+	}
+	o.classifyDisruptionLocked(st, pod)
+	delete(o.pods, pod.UID)
+	if st.counted {
+		st.counted = false
+		o.stoppedLocked(st)
+	}
+}
+
+// PreemptorOf names the pod the scheduler preempted victim for, e.g. from the
+// victim's Preempted event.
+type PreemptorOf func(victim *corev1.Pod) (types.UID, error)
+
+// Violations are every broken promise, in the order they happened. Reclaim
+// evictions that left a leaf below its min are checked last, once preemptorOf
+// can name their preemptor.
+func (o *Oracle) Violations(preemptorOf PreemptorOf) []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := append([]string(nil), o.violations...)
+	for _, e := range o.belowMin {
+		uid, err := preemptorOf(e.victim)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s (preemptor unknown: %v)", e.message, err))
+			continue
+		}
+		ns, seen := o.namespaceOf[uid]
+		if !seen {
+			out = append(out, fmt.Sprintf("%s, for pod %s the oracle never saw", e.message, uid))
+			continue
+		}
+		if leaf, ok := e.tree.leafOf[ns]; !ok || leaf != e.leaf {
+			out = append(out, fmt.Sprintf("%s, for pod %s of namespace %s", e.message, uid, ns))
+		}
+	}
+	return out
+}
+
+// Counts reports what the run exercised so far.
+func (o *Oracle) Counts() Counts {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.counts
+}
+
+// violateLocked records a violation once.
+func (o *Oracle) violateLocked(msg string) {
+	if o.seen[msg] {
+		return
+	}
+	o.seen[msg] = true
+	o.violations = append(o.violations, msg)
+}

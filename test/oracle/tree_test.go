@@ -1,0 +1,264 @@
+package oracle
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+)
+
+// teams is a root over two leaves, each with its own namespace.
+func teams(rootMax, aMin, aMax, bMax string) schedulingv1beta1.ElasticQuotaSpec {
+	return quotaNode("root", list("cpu=4"), list(rootMax), nil,
+		quotaNode("a", list(aMin), list(aMax), list("ns-a")),
+		quotaNode("b", list("cpu=1"), list(bMax), list("ns-b")))
+}
+
+func TestTreeMax(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		steps func(o *Oracle)
+		want  []string
+	}{
+		{
+			name: "a pod bound over its leaf's max",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=3"), false)
+				o.SetPod(testPod("ns-a", "p2", "", "cpu=2"), false) // pending: not charged
+				o.SetPod(testPod("ns-a", "p2", "n1", "cpu=2"), false)
+			},
+			want: []string{`quota node "a" of kube-system/t@1: bound pods request cpu 5, over its max 4, once pod ns-a/p2 was bound`},
+		},
+		{
+			name: "a child's usage is charged to its parent",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=6", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetPod(testPod("ns-a", "a1", "n1", "cpu=4"), false)
+				o.SetPod(testPod("ns-b", "b1", "n1", "cpu=2"), false)
+				o.SetPod(testPod("ns-b", "b2", "n1", "cpu=500m"), false)
+			},
+			want: []string{`quota node "root" of kube-system/t@1: bound pods request cpu 6500m, over its max 6, once pod ns-b/b2 was bound`},
+		},
+		{
+			name: "finished pods and namespaces outside the tree are not charged",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=3"), false)
+				o.SetPod(finished(testPod("ns-a", "p1", "n1", "cpu=3")), false)
+				o.SetPod(testPod("ns-a", "p2", "n1", "cpu=4"), false)
+				o.SetPod(testPod("elsewhere", "p3", "n1", "cpu=100"), false)
+			},
+		},
+		{
+			name: "a pod's init containers count as the scheduler counts them",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				p := testPod("ns-a", "p1", "n1", "cpu=1")
+				p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{Requests: resourceList("cpu=5")}}}
+				o.SetPod(p, false)
+			},
+			want: []string{`quota node "a" of kube-system/t@1: bound pods request cpu 5, over its max 4, once pod ns-a/p1 was bound`},
+		},
+		{
+			name: "lowering a max evicts nothing; only resources a new pod asks for are judged",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=4"), false)
+				o.SetTree(testTree("t", 0, 2, judgedValid, teams("cpu=8", "cpu=1", "cpu=2", "cpu=4")))
+				o.SetPod(testPod("ns-a", "memory-only", "n1", "memory=1Gi"), false)
+				o.SetPod(testPod("ns-a", "more-cpu", "n1", "cpu=1"), false)
+			},
+			want: []string{`quota node "a" of kube-system/t@2: bound pods request cpu 5, over its max 2, once pod ns-a/more-cpu was bound`},
+		},
+		{
+			name: "a pod resized up is judged on what grew",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=2", "memory=1Gi"), false)
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=2", "memory=2Gi"), false)
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=5", "memory=2Gi"), false)
+			},
+			want: []string{`quota node "a" of kube-system/t@1: bound pods request cpu 5, over its max 4, once pod ns-a/p1 was resized`},
+		},
+		{
+			name: "pods listed at the start are the starting state",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=5"), true)
+			},
+		},
+		{
+			name: "an invalid generation leaves the last valid one in force",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetTree(testTree("t", 0, 2, judgedInvalid, teams("cpu=8", "cpu=2", "cpu=100", "cpu=4")))
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=5"), false)
+			},
+			want: []string{`quota node "a" of kube-system/t@1: bound pods request cpu 5, over its max 4, once pod ns-a/p1 was bound`},
+		},
+		{
+			name: "pods bound while a generation is judged are judged against it once valid",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=100", "cpu=4")))
+				o.SetTree(testTree("t", 0, 2, unjudged, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=5"), false)
+				o.SetTree(testTree("t", 0, 2, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+			},
+			want: []string{`quota node "a" of kube-system/t@2: bound pods request cpu 5, over its max 4, once pod ns-a/p1 was bound while the tree was being judged`},
+		},
+		{
+			name: "pods bound while a generation is judged are judged against the last valid one if it is not",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=100", "cpu=4")))
+				o.SetTree(testTree("t", 0, 2, unjudged, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=5"), false)
+				o.SetTree(testTree("t", 0, 2, judgedInvalid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+			},
+		},
+		{
+			name: "the oldest tree in kube-system is in force",
+			steps: func(o *Oracle) {
+				o.SetTree(testTree("newer", 5, 1, judgedValid, teams("cpu=100", "cpu=2", "cpu=100", "cpu=4")))
+				o.SetTree(testTree("older", 1, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4")))
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=5"), false)
+				o.DeleteTree("kube-system", "older")
+				o.SetPod(testPod("ns-a", "p2", "n1", "cpu=5"), false)
+			},
+			want: []string{`quota node "a" of kube-system/older@1: bound pods request cpu 5, over its max 4, once pod ns-a/p1 was bound`},
+		},
+		{
+			name: "trees outside kube-system are never in force",
+			steps: func(o *Oracle) {
+				tree := testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=4", "cpu=4"))
+				tree.Namespace = "default"
+				o.SetTree(tree)
+				o.SetPod(testPod("ns-a", "p1", "n1", "cpu=5"), false)
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := New()
+			tc.steps(o)
+			if diff := cmp.Diff(tc.want, o.Violations(noPreemptors)); diff != "" {
+				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReclaimAndDisruption(t *testing.T) {
+	tree := testTree("t", 0, 1, judgedValid, teams("cpu=8", "cpu=2", "cpu=8", "cpu=8"))
+	a1, a2 := testPod("ns-a", "a1", "n1", "cpu=1"), testPod("ns-a", "a2", "n1", "cpu=1")
+	a3 := testPod("ns-a", "a3", "n1", "cpu=1")
+	b1 := testPod("ns-b", "b1", "n1", "cpu=1")
+	preempted := func(o *Oracle, p *corev1.Pod) {
+		o.SetPod(disrupted(p, corev1.PodReasonPreemptionByScheduler), false)
+		o.DeletePod(disrupted(p, corev1.PodReasonPreemptionByScheduler))
+	}
+	for _, tc := range []struct {
+		name       string
+		steps      func(o *Oracle)
+		preemptors map[string]types.UID
+		want       []string
+		counts     Counts
+	}{
+		{
+			name: "a reclaim from a leaf above its min",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetPod(a2, false)
+				o.SetPod(a3, false)
+				preempted(o, a3)
+			},
+			counts: Counts{Reclaims: 1},
+		},
+		{
+			name: "a reclaim that leaves the leaf below its min",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetPod(a2, false)
+				o.SetPod(b1, false)
+				preempted(o, a2)
+			},
+			preemptors: map[string]types.UID{"a2": b1.UID},
+			want:       []string{`evicting ns-a/a2 left quota node "a" of kube-system/t@1 at cpu 1, below its min 2, for pod ns-b/b1 of namespace ns-b`},
+			counts:     Counts{Reclaims: 1},
+		},
+		{
+			name: "priority preemption inside one leaf may go below its min",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetPod(a2, false)
+				preempted(o, a2)
+				o.SetPod(a3, false)
+			},
+			preemptors: map[string]types.UID{"a2": a3.UID},
+			counts:     Counts{Reclaims: 1},
+		},
+		{
+			name: "a preemptor that cannot be named",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				preempted(o, a1)
+			},
+			want:   []string{`evicting ns-a/a1 left quota node "a" of kube-system/t@1 at cpu 0, below its min 2 (preemptor unknown: no Preempted event for a1)`},
+			counts: Counts{Reclaims: 1},
+		},
+		{
+			name: "a preemptor the oracle never saw",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				preempted(o, a1)
+			},
+			preemptors: map[string]types.UID{"a1": "elsewhere"},
+			want:       []string{`evicting ns-a/a1 left quota node "a" of kube-system/t@1 at cpu 0, below its min 2, for pod elsewhere the oracle never saw`},
+			counts:     Counts{Reclaims: 1},
+		},
+		{
+			name: "a drain of a node marked for deletion",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				node := testNode("n1", 0, nil, "cpu=4")
+				node.Spec.Taints = []corev1.Taint{{Key: toBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+				o.SetNode(node)
+				o.SetPod(disrupted(a1, evictionByEvictionAPI), false)
+				o.SetPod(disrupted(a1, evictionByEvictionAPI), false) // seen again: counted once
+				o.DeletePod(disrupted(a1, evictionByEvictionAPI))
+			},
+			counts: Counts{Drained: 1},
+		},
+		{
+			name: "an eviction from a node not marked for deletion",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetNode(testNode("n1", 0, nil, "cpu=4"))
+				o.DeletePod(disrupted(a1, evictionByEvictionAPI))
+			},
+			want: []string{"pod ns-a/a1 on n1 disrupted for EvictionByEvictionAPI, neither a reclaim nor a scale-down drain"},
+		},
+		{
+			name: "a disruption for another reason",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetPod(disrupted(a1, "DeletionByTaintManager"), false)
+			},
+			want: []string{"pod ns-a/a1 on n1 disrupted for DeletionByTaintManager, neither a reclaim nor a scale-down drain"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := New()
+			o.SetTree(tree)
+			tc.steps(o)
+			if diff := cmp.Diff(tc.want, o.Violations(preemptors(tc.preemptors))); diff != "" {
+				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.counts, o.Counts()); diff != "" {
+				t.Errorf("counts (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
