@@ -30,7 +30,9 @@ func (o *Oracle) classifyDisruptionLocked(st *podState, pod *corev1.Pod) {
 		}
 	}
 	switch {
-	case st.disruption == "", st.disruption == corev1.PodReasonPreemptionByScheduler:
+	case st.disruption == "":
+	case st.disruption == corev1.PodReasonPreemptionByScheduler:
+		st.leafRival = o.pendingRivalLocked(pod)
 	case st.disruption == evictionByEvictionAPI && o.marked[pod.Spec.NodeName]:
 		o.counts.Drained++
 	default:

@@ -180,29 +180,44 @@ func (o *Oracle) DeletePod(pod *corev1.Pod) {
 // victim's Preempted event.
 type PreemptorOf func(victim *corev1.Pod) (types.UID, error)
 
-// Violations are every broken promise, in the order they happened. Reclaim
-// evictions that left a leaf below its min are checked last, once preemptorOf
-// can name their preemptor.
+// Violations are every broken promise, in the order they happened; see
+// Verdict.
 func (o *Oracle) Violations(preemptorOf PreemptorOf) []string {
+	violations, _ := o.Verdict(preemptorOf)
+	return violations
+}
+
+// Verdict is every broken promise, in the order they happened, and the reclaim
+// evictions that could not be judged. Reclaim evictions that left a leaf below
+// its min are judged last, once preemptorOf can name their preemptor: they
+// broke the promise unless it is of the victim's leaf. When preemptorOf
+// cannot name it, an eviction broke the promise if no pod of the leaf with a
+// higher priority was pending when the victim was marked, and is unjudged
+// otherwise.
+func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := append([]string(nil), o.violations...)
+	violations = append([]string(nil), o.violations...)
 	for _, e := range o.belowMin {
 		uid, err := preemptorOf(e.victim)
-		if err != nil {
-			out = append(out, fmt.Sprintf("%s (preemptor unknown: %v)", e.message, err))
+		switch {
+		case err != nil && e.leafRival:
+			unjudged = append(unjudged, fmt.Sprintf("%s (preemptor unknown: %v)", e.message, err))
+			continue
+		case err != nil:
+			violations = append(violations, fmt.Sprintf("%s, and no pod of its leaf with a higher priority was pending (preemptor unknown: %v)", e.message, err))
 			continue
 		}
 		ns, seen := o.namespaceOf[uid]
 		if !seen {
-			out = append(out, fmt.Sprintf("%s, for pod %s the oracle never saw", e.message, uid))
+			violations = append(violations, fmt.Sprintf("%s, for pod %s the oracle never saw", e.message, uid))
 			continue
 		}
 		if leaf, ok := e.tree.leafOf[ns]; !ok || leaf != e.leaf {
-			out = append(out, fmt.Sprintf("%s, for pod %s of namespace %s", e.message, uid, ns))
+			violations = append(violations, fmt.Sprintf("%s, for pod %s of namespace %s", e.message, uid, ns))
 		}
 	}
-	return out
+	return violations, unjudged
 }
 
 // Counts reports what the run exercised so far.

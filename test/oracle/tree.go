@@ -42,13 +42,18 @@ type podState struct {
 	requests corev1.ResourceList
 	// disruption is the DisruptionTarget reason first seen, "" until then.
 	disruption string
+	// leafRival is whether, when the scheduler marked the pod for preemption,
+	// a pod of the same leaf with a higher priority was pending: the only
+	// preemptor that may take a leaf below its min.
+	leafRival bool
 }
 
 type belowMinEviction struct {
-	victim  *corev1.Pod
-	tree    *quotaTree
-	leaf    int
-	message string
+	victim    *corev1.Pod
+	tree      *quotaTree
+	leaf      int
+	leafRival bool
+	message   string
 }
 
 func parseTree(t *schedulingv1beta1.ElasticQuotaTree) *quotaTree {
@@ -189,12 +194,36 @@ func (o *Oracle) stoppedLocked(st *podState) {
 	for _, r := range requested(st.requests) {
 		min, guaranteed := n.min[r]
 		if sum := used[r]; guaranteed && sum.Cmp(min) < 0 {
-			o.belowMin = append(o.belowMin, belowMinEviction{victim: st.pod, tree: t, leaf: leaf,
+			o.belowMin = append(o.belowMin, belowMinEviction{victim: st.pod, tree: t, leaf: leaf, leafRival: st.leafRival,
 				message: fmt.Sprintf("evicting %s/%s left quota node %q of %s at %s %s, below its min %s",
 					st.pod.Namespace, st.pod.Name, n.name, t.object, r, sum.String(), min.String())})
 			return
 		}
 	}
+}
+
+// pendingRivalLocked reports whether a pod of victim's leaf with a higher
+// priority than victim's waits to be scheduled.
+func (o *Oracle) pendingRivalLocked(victim *corev1.Pod) bool {
+	t, leaf, ok := o.leafLocked(victim)
+	if !ok {
+		return false
+	}
+	for _, st := range o.pods {
+		p := st.pod
+		if l, governed := t.leafOf[p.Namespace]; governed && l == leaf && p.Spec.NodeName == "" &&
+			p.DeletionTimestamp == nil && priority(p) > priority(victim) {
+			return true
+		}
+	}
+	return false
+}
+
+func priority(pod *corev1.Pod) int32 {
+	if pod.Spec.Priority == nil {
+		return 0
+	}
+	return *pod.Spec.Priority
 }
 
 // occupies reports whether a pod holds capacity: bound and not finished.

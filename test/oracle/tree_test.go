@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 )
@@ -165,6 +166,7 @@ func TestReclaimAndDisruption(t *testing.T) {
 		preemptors map[string]types.UID
 		want       []string
 		counts     Counts
+		unjudged   []string
 	}{
 		{
 			name: "a reclaim from a leaf above its min",
@@ -205,8 +207,33 @@ func TestReclaimAndDisruption(t *testing.T) {
 				o.SetPod(a1, false)
 				preempted(o, a1)
 			},
-			want:   []string{`evicting ns-a/a1 left quota node "a" of kube-system/t@1 at cpu 0, below its min 2 (preemptor unknown: no Preempted event for a1)`},
+			want:   []string{`evicting ns-a/a1 left quota node "a" of kube-system/t@1 at cpu 0, below its min 2, and no pod of its leaf with a higher priority was pending (preemptor unknown: no Preempted event for a1)`},
 			counts: Counts{Reclaims: 1},
+		},
+		{
+			name: "a preemptor that cannot be named while a rival of its leaf was pending",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetPod(testPod("ns-b", "b-high", "", "cpu=1"), false) // of another leaf: no rival
+				low := testPod("ns-a", "a-low", "", "cpu=1")
+				low.Spec.Priority = ptr.To[int32](-1) // lower than the victim's: no rival
+				o.SetPod(low, false)
+				preempted(o, a1)
+			},
+			want:   []string{`evicting ns-a/a1 left quota node "a" of kube-system/t@1 at cpu 0, below its min 2, and no pod of its leaf with a higher priority was pending (preemptor unknown: no Preempted event for a1)`},
+			counts: Counts{Reclaims: 1},
+		},
+		{
+			name: "a preemptor that cannot be named while a rival of its leaf was pending is unjudged",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				high := testPod("ns-a", "a-high", "", "cpu=1")
+				high.Spec.Priority = ptr.To[int32](10)
+				o.SetPod(high, false)
+				preempted(o, a1)
+			},
+			unjudged: []string{`evicting ns-a/a1 left quota node "a" of kube-system/t@1 at cpu 0, below its min 2 (preemptor unknown: no Preempted event for a1)`},
+			counts:   Counts{Reclaims: 1},
 		},
 		{
 			name: "a preemptor the oracle never saw",
@@ -253,8 +280,12 @@ func TestReclaimAndDisruption(t *testing.T) {
 			o := New()
 			o.SetTree(tree)
 			tc.steps(o)
-			if diff := cmp.Diff(tc.want, o.Violations(preemptors(tc.preemptors))); diff != "" {
+			violations, unjudged := o.Verdict(preemptors(tc.preemptors))
+			if diff := cmp.Diff(tc.want, violations); diff != "" {
 				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.unjudged, unjudged); diff != "" {
+				t.Errorf("unjudged (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.counts, o.Counts()); diff != "" {
 				t.Errorf("counts (-want +got):\n%s", diff)
