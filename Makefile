@@ -28,7 +28,9 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS) $(K8S_LDFLAGS)" -o $(BIN)/kube-scheduler ./scheduler
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-quota ./cmd/kubectl-quota
 
-## test: lint, then every test (unit, property, e2e on the in-process control plane).
+## test: lint, then every test (unit, property, e2e on the in-process control plane),
+## then the planted-bug tests: the quota library built with a bug planted
+## (-tags quotascale_plantedbug), which the oracle of test/oracle must catch.
 ## Every package but ./test/e2e and ./test/bench runs under the race detector:
 ## those two link all of Kubernetes (kube-apiserver, etcd, the controllers),
 ## whose -race build would about double a cold CI run on its own.
@@ -36,6 +38,7 @@ RACE_PKGS = $(shell $(GO) list ./... | grep -v -e '/test/e2e$$' -e '/test/bench$
 test: lint
 	$(GO) test -race -timeout 30m $(TEST_ARGS) $(RACE_PKGS)
 	$(GO) test -timeout 30m $(TEST_ARGS) ./test/e2e ./test/bench
+	$(GO) test -count=1 -tags quotascale_plantedbug -run '^TestOracleCatchesPlantedBug$$' ./quota/capacity ./quota/elastic
 
 ## soak: the randomized soak with faults for SOAK_DURATION (make test runs 45s
 ## of it); SOAK_SEED=N replays a run. It reports operations, faults and

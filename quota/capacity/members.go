@@ -53,6 +53,7 @@ func (s *Set) RemoveNode(name string) bool {
 // count of zero or less clears the group's upcoming nodes; a nil template also
 // forgets the group's last check (see AllowedDeltaFor).
 func (s *Set) SetUpcoming(nodeGroup string, count int, template *corev1.Node) {
+	count -= plantedUpcomingMiss
 	g := s.groups[nodeGroup]
 	if count <= 0 || template == nil {
 		if g == nil {

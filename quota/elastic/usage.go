@@ -36,15 +36,24 @@ func (u *usage) loadRequest(requests corev1.ResourceList) resources.Vector {
 
 // charge adds request to leaf and every ancestor: O(depth x dims).
 func (u *usage) charge(leaf int, request resources.Vector) {
-	for pos := leaf; pos >= 0; pos = u.shape.nodes[pos].parent {
+	for pos := leaf; pos >= 0; pos = u.chargedParent(pos) {
 		u.usedAt(pos).Add(request)
 	}
 }
 
 func (u *usage) release(leaf int, request resources.Vector) {
-	for pos := leaf; pos >= 0; pos = u.shape.nodes[pos].parent {
+	for pos := leaf; pos >= 0; pos = u.chargedParent(pos) {
 		u.usedAt(pos).Sub(request)
 	}
+}
+
+// chargedParent is the node charged after pos: its parent, or -1 at the root
+// (and, with the planted bug of planted_bug.go, right away).
+func (u *usage) chargedParent(pos int) int {
+	if plantedLeafOnly {
+		return -1
+	}
+	return u.shape.nodes[pos].parent
 }
 
 // fits is the allocation-free admission test; verdict explains a refusal.
