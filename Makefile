@@ -40,13 +40,14 @@ test: lint
 	$(GO) test -timeout 30m $(TEST_ARGS) ./test/e2e ./test/bench
 	$(GO) test -count=1 -tags quotascale_plantedbug -run '^TestOracleCatchesPlantedBug$$' ./quota/capacity ./quota/elastic
 
-## soak: the randomized soak with faults for SOAK_DURATION (make test runs 45s
-## of it); SOAK_SEED=N replays a run. It reports operations, faults and
-## invariant violations (zero, or it fails).
+## soak: the randomized soaks with faults, on the kwok provider and on Cluster
+## API, for SOAK_DURATION each (make test runs 45s and 30s of them); SOAK_SEED=N
+## replays a run. Each prints its seed and counts and fails on any violation,
+## any component error, or an operation kind seen too rarely.
 SOAK_DURATION ?= 10m
 SOAK_SEED     ?=
 soak:
-	QUOTASCALE_SOAK=$(SOAK_DURATION) QUOTASCALE_SOAK_SEED=$(SOAK_SEED) $(GO) test -count=1 -timeout 2h -run '^TestSoak$$' -v ./test/e2e
+	QUOTASCALE_SOAK=$(SOAK_DURATION) QUOTASCALE_SOAK_SEED=$(SOAK_SEED) $(GO) test -count=1 -timeout 2h -run '^TestSoak(ClusterAPI)?$$' -v ./test/e2e
 
 ## lint: gofmt and go vet
 lint:

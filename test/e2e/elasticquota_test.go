@@ -33,8 +33,8 @@ func TestElasticQuotaTreeSeedScenario(t *testing.T) {
 	}
 	big := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("56"), corev1.ResourceMemory: resource.MustParse("224Gi")}
 	createNodes(t, ctx, localcluster.NodeSpec{Name: "seed-1", Capacity: big}, localcluster.NodeSpec{Name: "seed-2", Capacity: big})
-	tree := applyTree(t, ctx, readTestdata(t, "elastic-quota-tree/tree.yaml"))
-	checker := startTreeChecker(t, ctx, tree)
+	applyTree(t, ctx, readTestdata(t, "elastic-quota-tree/tree.yaml"))
+	checker := startInvariantChecker(t, ctx)
 
 	steps := []struct {
 		manifest string
@@ -65,7 +65,7 @@ func TestElasticQuotaTreeSeedScenario(t *testing.T) {
 			restartSchedulerEvictsNothing(t, ctx, namespaces)
 		}
 	}
-	if got := checker.Evictions(); got != 4 {
+	if got := checker.Counts().Reclaims; got != 4 {
 		t.Errorf("want 4 reclaim evictions (one pod of ns1 and ns2 for each of ns3 and ns4), got %d", got)
 	}
 
@@ -120,7 +120,7 @@ func TestElasticQuotaFlatReclaim(t *testing.T) {
 	ctx := testContext(t)
 	a, b := createNamespace(t, ctx, ""), createNamespace(t, ctx, "")
 	createNodes(t, ctx, localcluster.NodeSpec{Name: "flat-1", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")}})
-	tree := applyTree(t, ctx, []byte(fmt.Sprintf(`
+	applyTree(t, ctx, []byte(fmt.Sprintf(`
 apiVersion: scheduling.sigs.k8s.io/v1beta1
 kind: ElasticQuotaTree
 metadata: {name: elasticquotatree, namespace: kube-system}
@@ -133,7 +133,7 @@ spec:
     - {name: qa, namespaces: [%s], min: {cpu: 4}, max: {cpu: 6}}
     - {name: qb, namespaces: [%s], min: {cpu: 4}, max: {cpu: 6}}
 `, a, b)))
-	startTreeChecker(t, ctx, tree)
+	startInvariantChecker(t, ctx)
 	createDeployment(t, ctx, a, "work", 4, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")})
 	settle(t, ctx, "qa borrowing up to its max", wantRunning([]string{a, b}, []int{3, 0}))
 	createDeployment(t, ctx, b, "work", 2, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")})
@@ -147,7 +147,7 @@ func TestElasticQuotaGPUReclaim(t *testing.T) {
 	a, b := createNamespace(t, ctx, ""), createNamespace(t, ctx, "")
 	createNodes(t, ctx, localcluster.NodeSpec{Name: "gpu-1", Capacity: corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("32"), corev1.ResourceMemory: resource.MustParse("128Gi"), "nvidia.com/gpu": resource.MustParse("5")}})
-	tree := applyTree(t, ctx, []byte(fmt.Sprintf(`
+	applyTree(t, ctx, []byte(fmt.Sprintf(`
 apiVersion: scheduling.sigs.k8s.io/v1beta1
 kind: ElasticQuotaTree
 metadata: {name: elasticquotatree, namespace: kube-system}
@@ -160,13 +160,13 @@ spec:
     - {name: team-a, namespaces: [%s], min: {nvidia.com/gpu: 4}, max: {nvidia.com/gpu: 5}}
     - {name: team-b, namespaces: [%s], min: {nvidia.com/gpu: 1}, max: {nvidia.com/gpu: 5}}
 `, a, b)))
-	checker := startTreeChecker(t, ctx, tree)
+	checker := startInvariantChecker(t, ctx)
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 	createDeployment(t, ctx, a, "train", 5, gpu)
 	settle(t, ctx, "team A using all 5 GPUs", wantRunning([]string{a, b}, []int{5, 0}))
 	createDeployment(t, ctx, b, "infer", 1, gpu)
 	settle(t, ctx, "team B reclaiming its one GPU", wantRunning([]string{a, b}, []int{4, 1}))
-	if got := checker.Evictions(); got != 1 {
+	if got := checker.Counts().Reclaims; got != 1 {
 		t.Errorf("want exactly one evicted A pod, got %d", got)
 	}
 }

@@ -5,147 +5,182 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
-	"github.com/quotascale/quotascale/quota/capacity"
+	"github.com/quotascale/quotascale/internal/typedinformer"
+	"github.com/quotascale/quotascale/test/oracle"
 )
 
-// invariantChecker watches every node and pod event of a run and fails it on:
-//   - registered nodes over any valid CapacityQuota (Quotascale promises no
-//     overshoot, also while nodes provision, fail or the autoscaler restarts);
-//   - an ElasticQuotaTree node over its max, or a reclaim taking a quota node
-//     below its min (the treeChecker);
-//   - an eviction that is neither the scheduler's reclaim (or same-leaf
-//     priority preemption) nor a scale-down drain of a node marked for deletion.
+// invariantChecker feeds the oracle (test/oracle, which shares no code with the
+// quota library) every node, pod, CapacityQuota and ElasticQuotaTree event of
+// a run, and fails the test on every promise it saw broken: nodes over a
+// CapacityQuota, pods admitted over a tree node's max, reclaims below min, and
+// evictions that are neither reclaims nor scale-down drains.
 type invariantChecker struct {
-	tree *treeChecker
+	*oracle.Oracle
 
-	mu         sync.Mutex
-	quotas     *capacity.Set
-	limits     map[string]autoscalingv1beta1.ResourceList
-	marked     map[string]bool // nodes that carried the ToBeDeleted taint
-	violations []string
-	drained    int
+	mu sync.Mutex
+	// nodesAdded are the nodes created while the checker watched.
+	nodesAdded int
 }
 
-func startInvariantChecker(t *testing.T, ctx context.Context, tree *schedulingv1beta1.ElasticQuotaTree, quotas []*autoscalingv1beta1.CapacityQuota) *invariantChecker {
+func startInvariantChecker(t *testing.T, ctx context.Context) *invariantChecker {
 	t.Helper()
-	c := &invariantChecker{
-		tree:   startTreeChecker(t, ctx, tree),
-		quotas: capacity.Build(quotas, capacity.Options{}),
-		limits: map[string]autoscalingv1beta1.ResourceList{},
-		marked: map[string]bool{},
-	}
-	for _, q := range quotas {
-		c.limits[q.Name] = q.Spec.Limits.Resources
-	}
+	c := &invariantChecker{Oracle: oracle.New()}
 	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactory(cluster.Client, 0)
-	_, err := factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.node(obj.(*corev1.Node), false) },
-		UpdateFunc: func(_, obj any) { c.node(obj.(*corev1.Node), false) },
-		DeleteFunc: func(obj any) {
-			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = d.Obj
-			}
-			c.node(obj.(*corev1.Node), true)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
+	handlers := []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{factory.Core().V1().Nodes().Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if n, ok := obj.(*corev1.Node); ok {
+					c.SetNode(n)
+					if !initial {
+						c.mu.Lock()
+						c.nodesAdded++
+						c.mu.Unlock()
+					}
+				}
+			},
+			UpdateFunc: func(_, obj any) {
+				if n, ok := obj.(*corev1.Node); ok {
+					c.SetNode(n)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if n, ok := finalState(obj).(*corev1.Node); ok {
+					c.DeleteNode(n.Name)
+				}
+			},
+		}},
+		{factory.Core().V1().Pods().Informer(), cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(obj any, initial bool) {
+				if p, ok := obj.(*corev1.Pod); ok {
+					c.SetPod(p, initial)
+				}
+			},
+			UpdateFunc: func(_, obj any) {
+				if p, ok := obj.(*corev1.Pod); ok {
+					c.SetPod(p, false)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if p, ok := finalState(obj).(*corev1.Pod); ok {
+					c.DeletePod(p)
+				}
+			},
+		}},
+		{typedinformer.New[autoscalingv1beta1.CapacityQuota](cluster.Dynamic, capacityQuotas, 0), cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if q, ok := obj.(*autoscalingv1beta1.CapacityQuota); ok {
+					c.SetCapacityQuota(q)
+				}
+			},
+			UpdateFunc: func(_, obj any) {
+				if q, ok := obj.(*autoscalingv1beta1.CapacityQuota); ok {
+					c.SetCapacityQuota(q)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if q, ok := finalState(obj).(*autoscalingv1beta1.CapacityQuota); ok {
+					c.DeleteCapacityQuota(q.Name)
+				}
+			},
+		}},
+		{typedinformer.New[schedulingv1beta1.ElasticQuotaTree](cluster.Dynamic, elasticQuotaTrees, 0), cache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				if tree, ok := obj.(*schedulingv1beta1.ElasticQuotaTree); ok {
+					c.SetTree(tree)
+				}
+			},
+			UpdateFunc: func(_, obj any) {
+				if tree, ok := obj.(*schedulingv1beta1.ElasticQuotaTree); ok {
+					c.SetTree(tree)
+				}
+			},
+			DeleteFunc: func(obj any) {
+				if tree, ok := finalState(obj).(*schedulingv1beta1.ElasticQuotaTree); ok {
+					c.DeleteTree(tree.Namespace, tree.Name)
+				}
+			},
+		}},
 	}
-	_, err = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		UpdateFunc: func(_, obj any) { c.pod(obj.(*corev1.Pod)) },
-	})
-	if err != nil {
-		t.Fatal(err)
+	var synced []cache.InformerSynced
+	for _, h := range handlers {
+		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
+			t.Fatal(err)
+		}
+		synced = append(synced, h.informer.HasSynced)
 	}
 	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	for _, h := range handlers[2:] {
+		go h.informer.Run(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		t.Fatal("the invariant checker's informers did not sync")
+	}
 	t.Cleanup(func() {
+		violations, unjudged := c.Verdict()
+		if len(violations) > 0 {
+			t.Errorf("invariants broken:\n%v", violations)
+		}
+		if len(unjudged) > 0 {
+			t.Logf("reclaims the oracle could not judge, their Preempted event missing:\n%v", unjudged)
+		}
 		cancel()
 		factory.Shutdown()
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if len(c.violations) > 0 { // the tree checker reports its own
-			t.Errorf("invariants broken:\n%v", c.violations)
-		}
 	})
 	return c
 }
 
-func (c *invariantChecker) node(n *corev1.Node, deleted bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, taint := range n.Spec.Taints {
-		if taint.Key == "ToBeDeletedByClusterAutoscaler" {
-			c.marked[n.Name] = true
-		}
-	}
-	if deleted {
-		c.quotas.RemoveNode(n.Name)
-		return
-	}
-	c.quotas.UpdateNode(n)
-	for _, s := range c.quotas.Status() {
-		if !s.Valid {
-			continue
-		}
-		for name, limit := range c.limits[s.Name] {
-			used := s.Used[corev1.ResourceName(name)]
-			if used.Cmp(limit) > 0 {
-				c.violations = append(c.violations, fmt.Sprintf("CapacityQuota %s: registered nodes use %s %s, over its limit %s (node %s)",
-					s.Name, name, used.String(), limit.String(), n.Name))
-			}
-		}
-	}
+// Verdict is the oracle's: every broken promise, and the reclaim evictions it
+// could not judge. The preemptor of a reclaim is named by the victim's
+// Preempted event.
+func (c *invariantChecker) Verdict() (violations, unjudged []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.Oracle.Verdict(func(victim *corev1.Pod) (types.UID, error) { return preemptorOf(ctx, victim) })
 }
 
-// pod checks why a pod is being disrupted when the DisruptionTarget condition
-// appears on it.
-func (c *invariantChecker) pod(p *corev1.Pod) {
-	var reason string
-	for _, cond := range p.Status.Conditions {
-		if cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue {
-			reason = cond.Reason
-		}
-	}
-	if reason == "" {
-		return
-	}
+// NodesAdded counts the nodes created while the checker watched.
+func (c *invariantChecker) NodesAdded() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case reason == corev1.PodReasonPreemptionByScheduler:
-		// A reclaim; the tree checker verifies it took no quota node below min.
-	case reason == "EvictionByEvictionAPI" && c.marked[p.Spec.NodeName]:
-		c.drained++
-	default:
-		msg := fmt.Sprintf("pod %s/%s on %s disrupted for %s, neither a reclaim nor a scale-down drain", p.Namespace, p.Name, p.Spec.NodeName, reason)
-		for _, v := range c.violations {
-			if v == msg {
-				return
-			}
-		}
-		c.violations = append(c.violations, msg)
-	}
+	return c.nodesAdded
 }
 
-// Violations are the tree's and the checker's own.
-func (c *invariantChecker) Violations() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append(c.tree.Violations(), c.violations...)
+// preemptorOf names the pod the scheduler preempted victim for, from the
+// victim's Preempted event ("Preempted by pod UID on node NODE", upstream's
+// preemption evaluator).
+func preemptorOf(ctx context.Context, victim *corev1.Pod) (types.UID, error) {
+	events, err := cluster.Client.CoreV1().Events(victim.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "reason=Preempted,involvedObject.uid=" + string(victim.UID)})
+	if err != nil {
+		return "", fmt.Errorf("events of pod %s/%s: %w", victim.Namespace, victim.Name, err)
+	}
+	for _, e := range events.Items {
+		var uid string
+		if _, err := fmt.Sscanf(e.Message, "Preempted by pod %s on node", &uid); err == nil {
+			return types.UID(uid), nil
+		}
+	}
+	return "", fmt.Errorf("no Preempted event naming a preemptor among %d", len(events.Items))
 }
 
-// Counts report what the run exercised: reclaim evictions and drained pods.
-func (c *invariantChecker) Counts() (reclaims, drained int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.tree.Evictions(), c.drained
+// finalState unwraps a deletion the informer missed the end of.
+func finalState(obj any) any {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d.Obj
+	}
+	return obj
 }

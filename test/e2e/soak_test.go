@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
@@ -37,9 +39,12 @@ import (
 // bursts of deployments across the tree's namespaces with random requests and
 // priorities, random provisioning delays, injected provider failures, the
 // autoscaler leader killed mid-provisioning (two replicas with leader election),
-// scheduler restarts and short API server outages, while an invariant checker
-// watches every node and pod event. make test runs it for 45s;
-// QUOTASCALE_SOAK=10m (make soak) for longer, QUOTASCALE_SOAK_SEED to replay.
+// scheduler restarts and short API server outages, while the oracle watches
+// every node and pod event. It fails on any violation, on any error of a
+// component, and unless every kind of operation happened at least
+// soakMinimum times (fewer in a short soak, see minimumFor). make test runs
+// it for 45s; QUOTASCALE_SOAK=10m (make soak) for longer,
+// QUOTASCALE_SOAK_SEED to replay.
 func TestSoak(t *testing.T) {
 	runSoak(t, 45*time.Second, func(t *testing.T, ctx context.Context, rng *rand.Rand) soakInfra {
 		return &kwokSoak{cloud: startKwokCloud(t, ctx, soakGroups(rng, false))}
@@ -64,6 +69,25 @@ func TestSoakClusterAPI(t *testing.T) {
 		c.watchMachines(t, ctx)
 		return c
 	})
+}
+
+// soakPhase is how long the load grows, then shrinks.
+const soakPhase = 15 * time.Second
+
+// A soak must see each kind of operation at least soakMinimum times. Faults
+// are the soak's own doing, every third operation, so a 45s soak already has
+// a few of each; the workload's effects (scale-ups, quota refusals, reclaims,
+// drains) need minutes: a 45s soak sees some of them, not reliably all, so
+// their minimum grows with the duration, soakMinimum from 10 minutes on.
+const (
+	soakMinimum     = 3
+	faultsFullFrom  = 45 * time.Second
+	effectsFullFrom = 10 * time.Minute
+)
+
+// minimumFor scales soakMinimum to a soak shorter than full.
+func minimumFor(duration, full time.Duration) int {
+	return int(min(soakMinimum*duration/full, soakMinimum))
 }
 
 // soakInfra is the infrastructure a soak runs on.
@@ -161,6 +185,31 @@ func (c *capiSoak) options(o *config.Options) {
 	o.NodeGroupAutoDiscovery = []string{"clusterapi:namespace=" + c.env.ns}
 }
 
+// soakCounts are what a soak did and saw happen.
+type soakCounts struct {
+	Operations        int
+	ScaleUps          int // nodes registered
+	QuotaRefusals     int // NotTriggerScaleUp events naming a CapacityQuota
+	Reclaims          int // pods the scheduler preempted
+	Drains            int // pods evicted from nodes marked for scale-down
+	LeaderFailovers   int // a replica leading after another one did
+	APIOutages        int
+	SchedulerRestarts int
+	ProviderFailures  int // times pool b was set to fail
+}
+
+// minimums are the counts a soak of duration must reach, each with its
+// minimum, by name.
+func (c soakCounts) minimums(duration time.Duration) map[string][2]int {
+	faults, effects := minimumFor(duration, faultsFullFrom), minimumFor(duration, effectsFullFrom)
+	return map[string][2]int{
+		"scale-ups": {c.ScaleUps, effects}, "quota refusals": {c.QuotaRefusals, effects},
+		"reclaims": {c.Reclaims, effects}, "scale-down drains": {c.Drains, effects},
+		"leader failovers": {c.LeaderFailovers, faults}, "API outages": {c.APIOutages, faults},
+		"scheduler restarts": {c.SchedulerRestarts, faults},
+	}
+}
+
 // runSoak runs a soak of defaultDuration (QUOTASCALE_SOAK overrides it) on
 // the infrastructure newInfra builds.
 func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing.T, context.Context, *rand.Rand) soakInfra) {
@@ -191,13 +240,14 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 	runCtx, cancelRun := context.WithTimeout(context.Background(), duration+10*time.Minute)
 	defer cancelRun()
 
-	var namespaces [4]string
+	// Four namespaces on the tree's leaves and two outside it, whose pods
+	// no tree limits and scale-down need not keep room for.
+	var namespaces [6]string
 	for i := range namespaces {
 		namespaces[i] = createNamespace(t, ctx, "")
 	}
-	tree := applyTree(t, ctx, seedTreeFor(t, namespaces))
-	quotas := soakQuotas()
-	for _, q := range quotas {
+	applyTree(t, ctx, soakTree([4]string(namespaces[:4])))
+	for _, q := range soakQuotas() {
 		raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(q)
 		if err != nil {
 			t.Fatal(err)
@@ -211,66 +261,169 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 			t.Fatal(err)
 		}
 	}
-	checker := startInvariantChecker(t, ctx, tree, quotas)
+	checker := startInvariantChecker(t, ctx)
 
 	infra := newInfra(t, ctx, rng)
-	replicas := &autoscalerReplicas{t: t, infra: infra, visibility: filepath.Join(t.TempDir(), "visibility.log")}
+	replicas := &autoscalerReplicas{infra: infra, visibility: filepath.Join(t.TempDir(), "visibility.log")}
 	defer replicas.stopAll()
 	replicas.start(runCtx)
 	replicas.start(runCtx)
 
-	var ops, faults int
+	var counts soakCounts
 	deployments := map[string]string{} // name -> namespace
-	end := time.Now().Add(duration)
+	// Every third operation is a fault; the four kinds of fault take turns,
+	// in a random order each round, so that each happens as often as the
+	// others and a short soak has them all.
+	var faults []int
+	start := time.Now()
+	end := start.Add(duration)
 	for time.Now().Before(end) {
-		ops++
-		switch op := rng.Intn(100); {
-		case op < 35:
-			name := fmt.Sprintf("soak-%d", ops)
-			ns := namespaces[rng.Intn(len(namespaces))]
-			cpu := fmt.Sprintf("%dm", 500*(1+rng.Intn(6)))
-			prio := []string{"e2e-soak-low", "e2e-soak-high"}[rng.Intn(2)]
-			createSoakDeployment(t, ctx, ns, name, int32(1+rng.Intn(5)), cpu, prio)
-			deployments[name] = ns
-		case op < 55:
-			if name, ns, ok := pick(rng, deployments); ok {
-				scaleDeployment(ctx, ns, name, int32(rng.Intn(6)))
+		counts.Operations++
+		if counts.Operations%3 == 0 {
+			if len(faults) == 0 {
+				faults = rng.Perm(4)
 			}
-		case op < 70:
-			if name, ns, ok := pick(rng, deployments); ok {
-				_ = cluster.Client.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{})
-				delete(deployments, name)
+			fault := faults[0]
+			faults = faults[1:]
+			switch fault {
+			case 0:
+				replicas.killLeader()
+				replicas.start(runCtx)
+			case 1:
+				counts.SchedulerRestarts++
+				cluster.StopScheduler()
+				if err := cluster.StartScheduler(ctx, localcluster.SchedulerOptions{}); err != nil {
+					t.Fatalf("restarting the scheduler: %v", err)
+				}
+			case 2:
+				failing := rng.Intn(2) == 0
+				if failing {
+					counts.ProviderFailures++
+				}
+				infra.configure(t, ctx, rng, failing)
+			case 3:
+				counts.APIOutages++
+				cluster.SetAPIAvailable(false)
+				pause(ctx, time.Duration(500+rng.Intn(2000))*time.Millisecond)
+				cluster.SetAPIAvailable(true)
 			}
-		case op < 78:
-			faults++
-			replicas.killLeader()
-			replicas.start(runCtx)
-		case op < 84:
-			faults++
-			cluster.StopScheduler()
-			if err := cluster.StartScheduler(ctx, localcluster.SchedulerOptions{}); err != nil {
-				t.Fatal(err)
+		} else {
+			// The load grows and shrinks in turns, so that the autoscaler
+			// meets both the quotas and nodes to drain.
+			create, scale := 45, 75
+			growing := time.Since(start)/soakPhase%2 == 0
+			if !growing {
+				create, scale = 0, 50
 			}
-		case op < 92:
-			faults++
-			infra.configure(t, ctx, rng, rng.Intn(2) == 0)
-		default:
-			faults++
-			cluster.SetAPIAvailable(false)
-			pause(ctx, time.Duration(500+rng.Intn(2000))*time.Millisecond)
-			cluster.SetAPIAvailable(true)
+			switch op := rng.Intn(100); {
+			case op < create:
+				name := fmt.Sprintf("soak-%d", counts.Operations)
+				ns := namespaces[rng.Intn(len(namespaces))]
+				cpu := fmt.Sprintf("%dm", 500*(1+rng.Intn(6)))
+				prio := []string{"e2e-soak-low", "e2e-soak-high"}[rng.Intn(2)]
+				// A third of the workloads is pinned to pool a, which its
+				// CapacityQuota keeps small.
+				pool := map[string]string{"soak": "true"}
+				if rng.Intn(3) == 0 {
+					pool["pool"] = "a"
+				}
+				createSoakDeployment(t, ctx, ns, name, int32(1+rng.Intn(5)), cpu, prio, pool)
+				deployments[name] = ns
+			case op < scale:
+				if name, ns, ok := pick(rng, deployments); ok {
+					n := rng.Intn(6)
+					if !growing {
+						n = rng.Intn(2)
+					}
+					scaleDeployment(t, ctx, ns, name, int32(n))
+				}
+			default:
+				if name, ns, ok := pick(rng, deployments); ok {
+					if err := cluster.Client.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+						t.Errorf("deleting deployment %s/%s: %v", ns, name, err)
+					}
+					delete(deployments, name)
+				}
+			}
 		}
 		pause(ctx, time.Duration(200+rng.Intn(800))*time.Millisecond)
 	}
 	infra.configure(t, ctx, rng, false)
 	// Let the last operations play out while the checker keeps watching.
 	pause(ctx, 10*time.Second)
+	replicas.stopAll()
 	if r, ok := infra.(interface{ report(*testing.T) }); ok {
 		r.report(t)
 	}
-	reclaims, drained := checker.Counts()
-	t.Logf("soak: %d operations, %d faults (autoscaler kills, scheduler restarts, provider failures, API outages), %d reclaim evictions, %d drained pods, %d violations, seed %d",
-		ops, faults, reclaims, drained, len(checker.Violations()), seed)
+
+	oracleCounts := checker.Counts()
+	counts.ScaleUps, counts.Reclaims, counts.Drains = checker.NodesAdded(), oracleCounts.Reclaims, oracleCounts.Drained
+	counts.LeaderFailovers = replicas.failovers()
+	refusals, err := quotaRefusals(ctx, namespaces[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts.QuotaRefusals = refusals
+	violations, unjudged := checker.Verdict()
+	t.Logf("soak counts: %+v", counts)
+	t.Logf("soak: %d violations, %d reclaims unjudged, seed %d", len(violations), len(unjudged), seed)
+	for _, e := range replicas.errors() {
+		t.Errorf("autoscaler: %v", e)
+	}
+	for name, m := range counts.minimums(duration) {
+		t.Logf("soak minimum: %s %d of at least %d", name, m[0], m[1])
+		if m[0] < m[1] {
+			t.Errorf("%s happened %d times, fewer than %d (seed %d)", name, m[0], m[1], seed)
+		}
+	}
+}
+
+// quotaRefusals counts the NotTriggerScaleUp events, repeats included, whose
+// pods a CapacityQuota kept from a scale-up.
+func quotaRefusals(ctx context.Context, namespaces []string) (int, error) {
+	n := 0
+	for _, ns := range namespaces {
+		events, err := cluster.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=NotTriggerScaleUp"})
+		if err != nil {
+			return 0, fmt.Errorf("events of namespace %s: %w", ns, err)
+		}
+		for _, e := range events.Items {
+			if strings.Contains(e.Message, `exceeded quota: "CapacityQuota/`) {
+				n += int(max(e.Count, 1))
+			}
+		}
+	}
+	return n, nil
+}
+
+// soakTree is two teams of two leaves under a root whose max (16 cpu) is
+// well below what the quotas let the pools hold, so that leaves borrow and
+// get reclaimed from, and scale-down, which keeps the root's min allocatable,
+// has nodes to remove once the pods outside the tree shrink.
+func soakTree(namespaces [4]string) []byte {
+	return []byte(fmt.Sprintf(`
+apiVersion: scheduling.sigs.k8s.io/v1beta1
+kind: ElasticQuotaTree
+metadata: {name: elasticquotatree, namespace: kube-system}
+spec:
+  root:
+    name: root
+    min: {cpu: 16}
+    max: {cpu: 16}
+    children:
+    - name: root.a
+      min: {cpu: 8}
+      max: {cpu: 16}
+      children:
+      - {name: root.a.1, namespaces: [%s], min: {cpu: 3}, max: {cpu: 10}}
+      - {name: root.a.2, namespaces: [%s], min: {cpu: 3}, max: {cpu: 10}}
+    - name: root.b
+      min: {cpu: 8}
+      max: {cpu: 16}
+      children:
+      - {name: root.b.1, namespaces: [%s], min: {cpu: 3}, max: {cpu: 10}}
+      - {name: root.b.2, namespaces: [%s], min: {cpu: 3}, max: {cpu: 10}}
+`, namespaces[0], namespaces[1], namespaces[2], namespaces[3]))
 }
 
 func soakQuotas() []*autoscalingv1beta1.CapacityQuota {
@@ -288,8 +441,8 @@ func soakQuotas() []*autoscalingv1beta1.CapacityQuota {
 		return q
 	}
 	return []*autoscalingv1beta1.CapacityQuota{
-		quota("e2e-soak-pool-a", map[string]string{"pool": "a"}, "cpu", "24"),
-		quota("e2e-soak-nodes", map[string]string{"soak": "true"}, "nodes", "9"),
+		quota("e2e-soak-pool-a", map[string]string{"pool": "a"}, "cpu", "8"),
+		quota("e2e-soak-nodes", map[string]string{"soak": "true"}, "nodes", "8"),
 	}
 }
 
@@ -317,7 +470,7 @@ nodeGroups:
 `, rng.Intn(3000), rng.Intn(3000), failures)
 }
 
-func createSoakDeployment(t *testing.T, ctx context.Context, ns, name string, replicas int32, cpu, priorityClass string) {
+func createSoakDeployment(t *testing.T, ctx context.Context, ns, name string, replicas int32, cpu, priorityClass string, nodeSelector map[string]string) {
 	t.Helper()
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
@@ -330,7 +483,7 @@ func createSoakDeployment(t *testing.T, ctx context.Context, ns, name string, re
 				Spec: corev1.PodSpec{
 					PriorityClassName:             priorityClass,
 					TerminationGracePeriodSeconds: ptr.To[int64](0),
-					NodeSelector:                  map[string]string{"soak": "true"},
+					NodeSelector:                  nodeSelector,
 					Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause",
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
 				},
@@ -342,13 +495,21 @@ func createSoakDeployment(t *testing.T, ctx context.Context, ns, name string, re
 	}
 }
 
-func scaleDeployment(ctx context.Context, ns, name string, replicas int32) {
-	s, err := cluster.Client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+func scaleDeployment(t *testing.T, ctx context.Context, ns, name string, replicas int32) {
+	t.Helper()
+	// The deployment controller writes the object too: retry on conflicts.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := cluster.Client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Spec.Replicas = replicas
+		_, err = cluster.Client.AppsV1().Deployments(ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		return
+		t.Errorf("scaling deployment %s/%s to %d: %v", ns, name, replicas, err)
 	}
-	s.Spec.Replicas = replicas
-	_, _ = cluster.Client.AppsV1().Deployments(ns).UpdateScale(ctx, name, s, metav1.UpdateOptions{})
 }
 
 func pick(rng *rand.Rand, m map[string]string) (string, string, bool) {
@@ -375,14 +536,18 @@ func pause(ctx context.Context, d time.Duration) {
 }
 
 // autoscalerReplicas are autoscaler processes with leader election; killing the
-// leader is a crash, mid-provisioning or not.
+// leader is a crash, mid-provisioning or not. Each replica is wired as the
+// binary's main wires it: one Process, serving metrics and the health check,
+// for the life of the replica, and the autoscaler built anew each time it
+// leads.
 type autoscalerReplicas struct {
-	t          *testing.T
 	infra      soakInfra
 	visibility string
 
 	mu       sync.Mutex
 	replicas []*replica
+	leads    int     // times any replica started leading
+	errs     []error // what replicas' main wiring returned or failed on
 }
 
 type replica struct {
@@ -396,6 +561,7 @@ func (r *autoscalerReplicas) start(ctx context.Context) {
 	// The local cluster's scheduler enforces the tree as default-scheduler.
 	opts.ElasticQuotaSchedulerNames = []string{corev1.DefaultSchedulerName}
 	r.infra.options(&opts)
+	opts.Address = "127.0.0.1:0"
 	opts.ScanInterval = 500 * time.Millisecond
 	opts.LeaderElect = true
 	opts.LeaderElectLease, opts.LeaderElectRenew, opts.LeaderElectRetry = 2*time.Second, 1500*time.Millisecond, 250*time.Millisecond
@@ -414,48 +580,96 @@ func (r *autoscalerReplicas) start(ctx context.Context) {
 	rep := &replica{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(rep.done)
-		_ = app.RunWithLeaderElection(runCtx, opts, cluster.Config, func(ctx context.Context) {
-			a, err := app.New(ctx, opts, cluster.Config, app.NewProcess(opts))
-			if err != nil {
-				return
-			}
-			rep.leading.Store(true)
-			defer rep.leading.Store(false)
-			a.Run(ctx)
-		})
+		if err := r.runProcess(runCtx, cancel, opts, rep); err != nil {
+			r.fail(err)
+		}
 	}()
 	r.mu.Lock()
 	r.replicas = append(r.replicas, rep)
 	r.mu.Unlock()
 }
 
+// runProcess is one autoscaler process after its flags are parsed, as the
+// binary's main runs it; a failure to build the autoscaler ends the process
+// with that error. Being killed (ctx ending) is no error.
+func (r *autoscalerReplicas) runProcess(ctx context.Context, exit context.CancelFunc, opts config.Options, rep *replica) error {
+	process := app.NewProcess(opts)
+	if _, err := process.Serve(ctx, opts.Address); err != nil {
+		return err
+	}
+	var buildErr error
+	err := app.RunWithLeaderElection(ctx, opts, cluster.Config, func(ctx context.Context) {
+		a, err := app.New(ctx, opts, cluster.Config, process)
+		if err != nil {
+			buildErr = fmt.Errorf("building the autoscaler: %w", err)
+			exit()
+			return
+		}
+		r.mu.Lock()
+		r.leads++
+		r.mu.Unlock()
+		rep.leading.Store(true)
+		defer rep.leading.Store(false)
+		a.Run(ctx)
+	})
+	if buildErr != nil {
+		return buildErr
+	}
+	if ctx.Err() != nil {
+		return nil // killed
+	}
+	return err
+}
+
+func (r *autoscalerReplicas) fail(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.errs = append(r.errs, err)
+}
+
+func (r *autoscalerReplicas) errors() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.errs...)
+}
+
+// failovers counts the times a replica took over from one that led before.
+func (r *autoscalerReplicas) failovers() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return max(r.leads-1, 0)
+}
+
 // killLeader stops the replica that leads (or the oldest, when none leads yet).
 func (r *autoscalerReplicas) killLeader() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	if len(r.replicas) == 0 {
+		r.mu.Unlock()
+		return
+	}
 	victim := 0
 	for i, rep := range r.replicas {
 		if rep.leading.Load() {
 			victim = i
 		}
 	}
-	if len(r.replicas) == 0 {
-		return
-	}
 	rep := r.replicas[victim]
+	r.replicas = append(r.replicas[:victim], r.replicas[victim+1:]...)
+	r.mu.Unlock()
+	// Unlocked: the replica may record an error or a lead while it stops.
 	rep.cancel()
 	<-rep.done
-	r.replicas = append(r.replicas[:victim], r.replicas[victim+1:]...)
 }
 
 func (r *autoscalerReplicas) stopAll() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, rep := range r.replicas {
+	stopping := r.replicas
+	r.replicas = nil
+	r.mu.Unlock()
+	for _, rep := range stopping {
 		rep.cancel()
 		<-rep.done
 	}
-	r.replicas = nil
 }
 
 func mustJSON(t *testing.T, obj map[string]any) []byte {
