@@ -64,7 +64,7 @@ func (inf *watchers) waitFor(synced ...cache.InformerSynced) error {
 	ctx, cancel := context.WithTimeout(inf.ctx, inf.timeout)
 	defer cancel()
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return fmt.Errorf("the informers on the management cluster did not sync within %s", inf.timeout)
+		return fmt.Errorf("the informers on the management cluster did not sync within %s: %w", inf.timeout, ctx.Err())
 	}
 	return nil
 }

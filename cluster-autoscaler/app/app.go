@@ -261,14 +261,19 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		go treeInformer.RunWithContext(ctx)
 		synced = append(synced, treeInformer.HasSynced)
 	}
+	// As upstream's, the informers have until ctx ends to sync: an API
+	// server away for a while (an outage, a take-over during one) delays the
+	// start, it does not fail it. Only ctx ending does, and the error says so
+	// (wraps ctx's error), so that a caller tells losing the lease or being
+	// stopped from a failure.
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-		return nil, fmt.Errorf("the CapacityQuota and ElasticQuotaTree informers did not sync")
+		return nil, fmt.Errorf("the CapacityQuota and ElasticQuotaTree informers did not sync: %w", ctx.Err())
 	}
 	for _, f := range []informers.SharedInformerFactory{factory, nsFactory} {
 		f.Start(ctx.Done())
 		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
 			if !ok {
-				return nil, fmt.Errorf("informer for %v did not sync", typ)
+				return nil, fmt.Errorf("informer for %v did not sync: %w", typ, ctx.Err())
 			}
 		}
 	}

@@ -43,6 +43,13 @@ func (p *Process) Run(ctx context.Context, opts config.Options, restConfig *rest
 	var buildErr error
 	err := RunWithLeaderElection(leadCtx, opts, restConfig, func(ctx context.Context) {
 		a, err := New(ctx, opts, restConfig, p)
+		if err != nil && ctx.Err() != nil {
+			// The lease was lost (or the process is stopping) while the
+			// autoscaler was being built: that is how this ends, not the
+			// build's error.
+			klog.FromContext(ctx).Info("Stopped leading before the autoscaler started", "err", err)
+			return
+		}
 		if err != nil {
 			buildErr = err
 			stopLeading()

@@ -2,14 +2,21 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/quotascale/quotascale/cloudprovider/kwok"
+	"github.com/quotascale/quotascale/cluster-autoscaler/app"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/localcluster"
 )
@@ -72,4 +79,40 @@ spec:
 	createPods(t, ctx, governed, "over", 1, "1", nil)
 	settle(t, ctx, "the tree still enforced after the outage", wantPhases(governed, 1, 1))
 	assertPendingPodEvent(t, ctx, governed, `exceeded elastic quota "team": cpu used 2, requested 1, max 2`)
+}
+
+// TestAutoscalerBuildWaitsForItsInformers builds the autoscaler with
+// credentials that may not read CapacityQuotas, so that their informer cannot
+// sync, as when the API server goes away just after a replica takes the
+// lease. As upstream's, the build waits for the informers until its context
+// ends, and then says that the context ended, which is how the binary tells
+// a lease lost while starting from a failure to start.
+func TestAutoscalerBuildWaitsForItsInformers(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx, "")
+	cloud := startKwokCloud(t, ctx, eightCPUGroup)
+	_, _, extra := upstreamRBAC(t)
+	// The kwok provider reads its node groups from a ConfigMap of its own.
+	extra = append(slices.Clone(extra), rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch"}})
+	kubeconfig := chartServiceAccount(t, ctx, ns, extra, func(r rbacv1.PolicyRule) bool {
+		return slices.Contains(r.Resources, "capacityquotas")
+	}, "kube-system/"+cloud.stateName)
+	restConfig, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := config.Defaults()
+	opts.CloudProviderName = kwok.ProviderName
+	opts.CloudConfig = "configmap:kube-system/" + cloud.configName
+	opts.KwokState = "kube-system/" + cloud.stateName
+	opts.Namespace = ns
+	opts.LeaderElect = false
+	opts.VisibilityLogFile = filepath.Join(t.TempDir(), "visibility.log")
+	buildCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	a, err := app.New(buildCtx, opts, restConfig, app.NewProcess(opts))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("app.New = %v, %v; want an error naming its context's end (context.DeadlineExceeded)", a, err)
+	}
+	t.Logf("app.New: %v", err)
 }

@@ -600,6 +600,9 @@ func (r *autoscalerReplicas) runProcess(ctx context.Context, exit context.Cancel
 	var buildErr error
 	err := app.RunWithLeaderElection(ctx, opts, cluster.Config, func(ctx context.Context) {
 		a, err := app.New(ctx, opts, cluster.Config, process)
+		if ctx.Err() != nil {
+			return // lost the lease or killed while building: the binary waits to lead again
+		}
 		if err != nil {
 			buildErr = fmt.Errorf("building the autoscaler: %w", err)
 			exit()
