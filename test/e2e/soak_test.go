@@ -565,8 +565,13 @@ func (r *autoscalerReplicas) start(ctx context.Context) {
 	opts.ScanInterval = 500 * time.Millisecond
 	opts.LeaderElect = true
 	opts.LeaderElectLease, opts.LeaderElectRenew, opts.LeaderElectRetry = 2*time.Second, 1500*time.Millisecond, 250*time.Millisecond
-	opts.ScaleDownUnneededTime = 3 * time.Second
-	opts.ScaleDownDelayAfterAdd = 2 * time.Second
+	// The soak compresses upstream's clock: a leader's term lasts seconds
+	// (a failover every few), so a node must be unneeded for about two loops,
+	// and a node found unremovable while the load grew is looked at again
+	// seconds later, when the load shrinks, not five minutes later.
+	opts.ScaleDownUnneededTime = time.Second
+	opts.ScaleDownDelayAfterAdd = time.Second
+	opts.UnremovableNodeRecheckTimeout = 5 * time.Second
 	opts.ScaleDownDelayAfterFailure = 2 * time.Second
 	opts.MaxGracefulTerminationSec = 2
 	opts.MaxPodEvictionTime = 0
