@@ -13,7 +13,9 @@
 //     evicts nothing, so pods already running may stay above it.
 //   - A reclaim eviction (the scheduler's preemption) that left the victim's
 //     leaf below its min on a resource the victim held, unless the preemptor
-//     is of the same leaf: priority preemption inside one quota ignores mins.
+//     is of the same leaf (priority preemption inside one quota ignores
+//     mins) or of a namespace no tree governs with a higher priority than the
+//     victim's (kube-scheduler's DefaultPreemption, which knows no quota).
 //   - A pod disrupted for any other reason than a reclaim or a scale-down
 //     drain of a node the autoscaler marked for deletion.
 //

@@ -21,8 +21,8 @@ type Oracle struct {
 	marked map[string]bool
 
 	pods map[types.UID]*podState
-	// namespaceOf every pod ever seen, to place a preemptor named by UID only.
-	namespaceOf map[types.UID]string
+	// seenPods is every pod ever seen, to judge a preemptor named by UID only.
+	seenPods map[types.UID]seenPod
 
 	trees map[string]*treeObject // kube-system trees by name
 	// inForce is the tree the oracle judges against; nil when none.
@@ -50,13 +50,13 @@ type Counts struct {
 // New returns an oracle that has seen nothing.
 func New() *Oracle {
 	return &Oracle{
-		nodes:       map[string]*corev1.Node{},
-		quotas:      map[string]*capacityQuota{},
-		marked:      map[string]bool{},
-		pods:        map[types.UID]*podState{},
-		namespaceOf: map[types.UID]string{},
-		trees:       map[string]*treeObject{},
-		seen:        map[string]bool{},
+		nodes:    map[string]*corev1.Node{},
+		quotas:   map[string]*capacityQuota{},
+		marked:   map[string]bool{},
+		pods:     map[types.UID]*podState{},
+		seenPods: map[types.UID]seenPod{},
+		trees:    map[string]*treeObject{},
+		seen:     map[string]bool{},
 	}
 }
 
@@ -136,7 +136,7 @@ func (o *Oracle) DeleteTree(namespace, name string) {
 func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.namespaceOf[pod.UID] = pod.Namespace
+	o.seenPods[pod.UID] = seenPod{namespace: pod.Namespace, priority: priority(pod)}
 	st := o.pods[pod.UID]
 	if st == nil {
 		st = &podState{}
@@ -208,16 +208,31 @@ func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string
 			violations = append(violations, fmt.Sprintf("%s, and no pod of its leaf with a higher priority was pending (preemptor unknown: %v)", e.message, err))
 			continue
 		}
-		ns, seen := o.namespaceOf[uid]
+		preemptor, seen := o.seenPods[uid]
 		if !seen {
 			violations = append(violations, fmt.Sprintf("%s, for pod %s the oracle never saw", e.message, uid))
 			continue
 		}
-		if leaf, ok := e.tree.leafOf[ns]; !ok || leaf != e.leaf {
-			violations = append(violations, fmt.Sprintf("%s, for pod %s of namespace %s", e.message, uid, ns))
+		leaf, governed := e.tree.leafOf[preemptor.namespace]
+		switch {
+		case !governed && preemptor.priority > priority(e.victim):
+			// A pod no tree governs preempts as kube-scheduler's
+			// DefaultPreemption does: by priority alone, whatever the victim's
+			// quota.
+		case !governed:
+			violations = append(violations, fmt.Sprintf("%s, for pod %s of namespace %s, which no tree governs, at priority %d, not above the victim's %d",
+				e.message, uid, preemptor.namespace, preemptor.priority, priority(e.victim)))
+		case leaf != e.leaf:
+			violations = append(violations, fmt.Sprintf("%s, for pod %s of namespace %s", e.message, uid, preemptor.namespace))
 		}
 	}
 	return violations, unjudged
+}
+
+// seenPod is what judging a preemptor needs of it.
+type seenPod struct {
+	namespace string
+	priority  int32
 }
 
 // Counts reports what the run exercised so far.

@@ -156,6 +156,8 @@ func TestReclaimAndDisruption(t *testing.T) {
 	a1, a2 := testPod("ns-a", "a1", "n1", "cpu=1"), testPod("ns-a", "a2", "n1", "cpu=1")
 	a3 := testPod("ns-a", "a3", "n1", "cpu=1")
 	b1 := testPod("ns-b", "b1", "n1", "cpu=1")
+	ungovernedHigh, ungovernedLow := testPod("ns-free", "high", "", "cpu=1"), testPod("ns-free", "low", "", "cpu=1")
+	ungovernedHigh.Spec.Priority = ptr.To[int32](10)
 	preempted := func(o *Oracle, p *corev1.Pod) {
 		o.SetPod(disrupted(p, corev1.PodReasonPreemptionByScheduler), false)
 		o.DeletePod(disrupted(p, corev1.PodReasonPreemptionByScheduler))
@@ -199,6 +201,27 @@ func TestReclaimAndDisruption(t *testing.T) {
 				o.SetPod(a3, false)
 			},
 			preemptors: map[string]types.UID{"a2": a3.UID},
+			counts:     Counts{Reclaims: 1},
+		},
+		{
+			name: "priority preemption by a pod no tree governs may go below its min",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetPod(ungovernedHigh, false)
+				preempted(o, a1)
+			},
+			preemptors: map[string]types.UID{"a1": ungovernedHigh.UID},
+			counts:     Counts{Reclaims: 1},
+		},
+		{
+			name: "a preemptor no tree governs, not above the victim's priority",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetPod(ungovernedLow, false)
+				preempted(o, a1)
+			},
+			preemptors: map[string]types.UID{"a1": ungovernedLow.UID},
+			want:       []string{`evicting ns-a/a1 left quota node "a" of kube-system/t@1 at cpu 0, below its min 2, for pod ns-free/low of namespace ns-free, which no tree governs, at priority 0, not above the victim's 0`},
 			counts:     Counts{Reclaims: 1},
 		},
 		{
