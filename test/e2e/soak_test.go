@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand"
 	"os"
@@ -594,10 +595,24 @@ func (r *autoscalerReplicas) start(ctx context.Context) {
 	r.mu.Unlock()
 }
 
-// runProcess is one autoscaler process after its flags are parsed, as the
-// binary's main runs it; a failure to build the autoscaler ends the process
-// with that error. Being killed (ctx ending) is no error.
+// runProcess is one replica's pod: its autoscaler process, restarted after it
+// exits on a lost lease as upstream's does (the kubelet's restart). Any other
+// end of the process is its error; being killed (ctx ending) is no error.
 func (r *autoscalerReplicas) runProcess(ctx context.Context, exit context.CancelFunc, opts config.Options, rep *replica) error {
+	for {
+		processCtx, stop := context.WithCancel(ctx)
+		err := r.runOneProcess(processCtx, exit, opts, rep)
+		stop()
+		if ctx.Err() != nil || !errors.Is(err, app.ErrLostLease) {
+			return err
+		}
+	}
+}
+
+// runOneProcess is one autoscaler process after its flags are parsed, as the
+// binary's main runs it; a failure to build the autoscaler ends the process
+// with that error.
+func (r *autoscalerReplicas) runOneProcess(ctx context.Context, exit context.CancelFunc, opts config.Options, rep *replica) error {
 	process := app.NewProcess(opts)
 	if _, err := process.Serve(ctx, opts.Address); err != nil {
 		return err
