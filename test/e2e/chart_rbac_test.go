@@ -14,8 +14,8 @@ import (
 	"k8s.io/kubernetes/plugin/pkg/auth/authorizer/rbac/bootstrappolicy"
 )
 
-// rbacAccess is one API request a program makes; allowed says whether the chart's
-// RBAC must allow it (true) or must not (false).
+// rbacAccess is one API request a program makes. It is kept apart from
+// app.Access on purpose: this checker must not share the code it checks.
 type rbacAccess struct {
 	verb, group, resource, subresource, namespace, name string
 }
