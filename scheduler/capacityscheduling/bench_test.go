@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 )
@@ -28,9 +29,15 @@ func flatTree(quotas int) string {
 // overhead, as component-helpers' PodRequests must see them.
 //
 //   - attempt=retry: a pod PreFilter has seen before, as the scheduler retries
-//     a pending pod with the same object: the requests come from the cache.
-//   - attempt=first: a new pod object every time (a struct copy, counted in the
-//     figures), so the requests are computed.
+//     a pending pod with the same object.
+//   - attempt=first: a new pod object whose informer event the plugin has
+//     handled, as for a pod the scheduler tries for the first time: its
+//     requests were computed on delivery (event=pending measures that).
+//   - attempt=first-before-event: a new pod object the plugin's handler has not
+//     seen yet (the scheduler's queue got it first), so PreFilter computes the
+//     requests itself; the struct copy is counted in the figures.
+//   - event=pending: the plugin's informer handler for a new pending pod
+//     object, on the informer's goroutine rather than the scheduling cycle.
 func BenchmarkPreFilter(b *testing.B) {
 	for _, quotas := range []int{10, 100, 1000} {
 		var pods []*corev1.Pod
@@ -48,24 +55,59 @@ func BenchmarkPreFilter(b *testing.B) {
 			p.Spec.Overhead = cpuList("100m")
 			pending[q] = p
 		}
-		run := func(b *testing.B, next func(i int) *corev1.Pod) {
-			state := framework.NewCycleState()
+		preFilter := func(b *testing.B, state fwk.CycleState, pod *corev1.Pod) {
+			if _, status := h.plugin.PreFilter(h.ctx, state, pod, nil); status.Code() != fwk.Skip {
+				b.Fatalf("PreFilter = %v, want admitted (Skip)", status)
+			}
+		}
+		// fresh are new objects of distinct pods, made and forgotten outside
+		// the timer, a batch at a time.
+		const batch = 1024
+		fresh := make([]*corev1.Pod, batch)
+		renew := func(iteration int) {
+			for j := range fresh {
+				if fresh[j] != nil {
+					h.plugin.cache.deletePod(fresh[j].UID)
+				}
+				copied := *pending[(iteration+j)%quotas]
+				copied.UID = types.UID(fmt.Sprintf("%s-%d", copied.UID, j))
+				fresh[j] = &copied
+				h.plugin.onPod(fresh[j])
+			}
+		}
+
+		loop := func(b *testing.B, body func(i int)) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, status := h.plugin.PreFilter(h.ctx, state, next(i), nil); status.Code() != fwk.Skip {
-					b.Fatalf("PreFilter = %v, want admitted (Skip)", status)
-				}
+				body(i)
 				i++
 			}
 		}
+		state := framework.NewCycleState()
 		b.Run(fmt.Sprintf("quotas=%d/attempt=retry", quotas), func(b *testing.B) {
-			run(b, func(i int) *corev1.Pod { return pending[i%quotas] })
+			loop(b, func(i int) { preFilter(b, state, pending[i%quotas]) })
 		})
 		b.Run(fmt.Sprintf("quotas=%d/attempt=first", quotas), func(b *testing.B) {
-			run(b, func(i int) *corev1.Pod {
+			loop(b, func(i int) {
+				if i%batch == 0 {
+					b.StopTimer()
+					renew(i)
+					b.StartTimer()
+				}
+				preFilter(b, state, fresh[i%batch])
+			})
+		})
+		b.Run(fmt.Sprintf("quotas=%d/attempt=first-before-event", quotas), func(b *testing.B) {
+			loop(b, func(i int) {
 				copied := *pending[i%quotas]
-				return &copied
+				preFilter(b, state, &copied)
+			})
+		})
+		b.Run(fmt.Sprintf("quotas=%d/event=pending", quotas), func(b *testing.B) {
+			loop(b, func(i int) {
+				copied := *pending[i%quotas]
+				h.plugin.onPod(&copied)
 			})
 		})
 	}

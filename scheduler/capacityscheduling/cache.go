@@ -57,7 +57,9 @@ type quotaCache struct {
 	// requests are pods' effective requests, with the pod object they were
 	// computed from. The scheduler retries a pending pod with the same object
 	// until the pod changes, so resources.PodRequests, most of what PreFilter
-	// costs, runs once per version of a pod rather than once per attempt.
+	// would cost, runs once per version of a pod rather than once per attempt,
+	// and usually on the informer's goroutine (notePending) rather than in the
+	// scheduling cycle.
 	requests map[types.UID]podRequests
 }
 
@@ -115,6 +117,31 @@ func (c *quotaCache) requestLocked(pod *corev1.Pod) elastic.Request {
 	return r.request
 }
 
+// notePending computes the requests of a pending pod the informer delivers, for
+// a namespace the tree in force governs, so that its first scheduling attempt
+// finds them. The scheduler's queue receives the same object from the same
+// informer; when it gets there first, requestLocked computes them instead.
+// The computation runs outside the lock, which the scheduling cycle shares.
+func (c *quotaCache) notePending(pod *corev1.Pod) {
+	c.mu.Lock()
+	governed := false
+	if c.tree != nil {
+		_, governed = c.tree.LeafFor(pod.Namespace)
+	}
+	known := c.requests[pod.UID].pod == pod
+	c.mu.Unlock()
+	if !governed || known {
+		return
+	}
+	requests := resources.PodRequests(pod)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tree == nil || c.requests[pod.UID].pod == pod {
+		return
+	}
+	c.requests[pod.UID] = podRequests{pod: pod, request: c.tree.Request(requests)}
+}
+
 // exportMetrics registers the metrics and points them at this cache.
 func (c *quotaCache) exportMetrics() {
 	c.mu.Lock()
@@ -140,11 +167,12 @@ func podPriority(pod *corev1.Pod) int32 {
 // updatePod follows a pod through its life: charged once it is assigned,
 // released when it finishes.
 func (c *quotaCache) updatePod(pod *corev1.Pod) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if pod.Spec.NodeName == "" {
+		c.notePending(pod)
 		return
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	// Bound: the scheduler is done with it, whether or not a tree is in force.
 	delete(c.refused, pod.UID)
 	delete(c.requests, pod.UID)

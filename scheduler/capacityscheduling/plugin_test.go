@@ -3,6 +3,7 @@ package capacityscheduling
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -552,4 +554,61 @@ func TestPreFilterForgetsRequests(t *testing.T) {
 	})
 	bindPod(orphan)
 	until("forgetting the pod bound without a tree", func() bool { return len(remembered()) == 0 })
+}
+
+// TestPendingPodRequestsComputedOnDelivery: the informer's delivery of a pending
+// pod of a governed namespace computes its requests, so its first scheduling
+// attempt finds them with the very object the scheduler's queue holds and does
+// not compute them again. A pod no tree governs is not remembered.
+func TestPendingPodRequestsComputedOnDelivery(t *testing.T) {
+	h := newHarness(t, world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "32")}})
+	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		h.plugin.cache.mu.Lock()
+		defer h.plugin.cache.mu.Unlock()
+		return h.plugin.cache.tree != nil, nil
+	}); err != nil {
+		t.Fatalf("waiting for the tree: %v", err)
+	}
+	// The ungoverned pod is created first: the informer delivers in order, so
+	// by the time the governed one is remembered, the other has been seen.
+	ungoverned := testPod("ungoverned", "elsewhere", "1", "", high, 0)
+	governed := testPod("governed", "team-a", "1500m", "", high, 0)
+	for _, p := range []*corev1.Pod{ungoverned, governed} {
+		if _, err := h.client.CoreV1().Pods(p.Namespace).Create(h.ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("creating %s: %v", p.Name, err)
+		}
+	}
+	var delivered *corev1.Pod
+	var remembered podRequests
+	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		listed, err := h.plugin.cache.podLister.Pods(governed.Namespace).Get(governed.Name)
+		if err != nil {
+			return false, nil
+		}
+		h.plugin.cache.mu.Lock()
+		defer h.plugin.cache.mu.Unlock()
+		delivered, remembered = listed, h.plugin.cache.requests[governed.UID]
+		return remembered.pod == delivered, nil
+	}); err != nil {
+		t.Fatalf("the informer's object of %s was never remembered: %v", governed.Name, err)
+	}
+	if got := remembered.request.Requests()[corev1.ResourceCPU]; got.Cmp(resource.MustParse("1500m")) != 0 {
+		t.Errorf("remembered cpu = %s, want 1500m", got.String())
+	}
+	h.plugin.cache.mu.Lock()
+	_, ungovernedRemembered := h.plugin.cache.requests[ungoverned.UID]
+	h.plugin.cache.mu.Unlock()
+	if ungovernedRemembered {
+		t.Errorf("requests of %s, which no tree governs, were remembered", ungoverned.Name)
+	}
+
+	if _, status := h.plugin.PreFilter(h.ctx, framework.NewCycleState(), delivered, nil); status.Code() != fwk.Skip {
+		t.Fatalf("PreFilter(%s) = %v, want admitted", governed.Name, status)
+	}
+	h.plugin.cache.mu.Lock()
+	after := h.plugin.cache.requests[governed.UID]
+	h.plugin.cache.mu.Unlock()
+	if reflect.ValueOf(after.request.Requests()).UnsafePointer() != reflect.ValueOf(remembered.request.Requests()).UnsafePointer() {
+		t.Errorf("PreFilter computed the requests of %s again instead of using those computed on delivery", governed.Name)
+	}
 }
