@@ -21,7 +21,7 @@ var healthFlags = []Flag{
 	{Name: "max-failing-time", Type: "duration", Upstream: "15m0s", Treatment: Implemented,
 		Usage: "Longest time without a successful loop before /health-check fails.",
 		Field: func(o *Options) any { return &o.MaxFailingTime }},
-	{Name: "max-startup-time", Type: "duration", Upstream: "20m0s", Treatment: Refused, Issue: 16,
+	{Name: "max-startup-time", Type: "duration", Upstream: "20m0s", Treatment: Refused,
 		Usage: "Longest time until the first successful loop before /health-check fails.",
 		Why:   "/health-check fails after --max-failing-time without a successful loop, from the start of leading"},
 	{Name: "leader-elect", Type: "bool", Upstream: "true", Treatment: Implemented,

@@ -29,7 +29,7 @@ var scaleUpFlags = []Flag{
 	{Name: "max-node-provision-time", Type: "duration", Upstream: "15m0s", Treatment: Implemented,
 		Usage: "Longest time a new node may take to register before its scale-up counts as failed.",
 		Field: func(o *Options) any { return &o.MaxNodeProvisionTime }},
-	{Name: "max-node-startup-time", Type: "duration", Upstream: "15m0s", Treatment: Refused, Issue: 16,
+	{Name: "max-node-startup-time", Type: "duration", Upstream: "15m0s", Treatment: Refused,
 		Usage: "Longest time a registered node may take to become ready.",
 		Why:   "a registered node that is not ready is not yet tracked against a deadline"},
 	{Name: "new-pod-scale-up-delay", Type: "duration", Upstream: "0s", Treatment: Implemented,
