@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -29,10 +28,7 @@ func priorityClasses(t *testing.T, ctx context.Context) (low, high string) {
 	t.Helper()
 	suffix := rand.String(5)
 	for name, value := range map[string]int32{"e2e-low-" + suffix: 10, "e2e-high-" + suffix: 1000} {
-		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
-		if _, err := cluster.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		createPriorityClass(t, ctx, name, value)
 		t.Cleanup(func() {
 			_ = cluster.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), name, metav1.DeleteOptions{})
 		})

@@ -8,8 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -108,11 +106,8 @@ func TestScaleDownFAQ(t *testing.T) {
 			annotateNode(t, ctx, node, scaledown.ScaleDownDisabledAnnotation, "true")
 		}, "ScaleDownDisabledAnnotation", nil},
 		{faqPriorityPreemption, "an expendable pod (priority below the cutoff) keeps no node", func(t *testing.T, ctx context.Context, ns, node string) {
-			pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-expendable"}, Value: -11}
-			if _, err := cluster.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-				t.Fatal(err)
-			}
-			bindPod(t, ctx, ns, node, "expendable", func(p *corev1.Pod) { p.Spec.PriorityClassName = pc.Name })
+			createPriorityClass(t, ctx, "e2e-expendable", -11)
+			bindPod(t, ctx, ns, node, "expendable", func(p *corev1.Pod) { p.Spec.PriorityClassName = "e2e-expendable" })
 		}, "", nil},
 	}
 	for _, r := range rows {

@@ -18,8 +18,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -257,10 +255,7 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 		applyCapacityQuotas(t, ctx, mustJSON(t, raw))
 	}
 	for name, value := range map[string]int32{"e2e-soak-low": 0, "e2e-soak-high": 1000} {
-		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
-		if _, err := cluster.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
+		createPriorityClass(t, ctx, name, value)
 	}
 	checker := startInvariantChecker(t, ctx)
 
