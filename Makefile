@@ -31,15 +31,17 @@ build:
 ## test: lint, then every test (unit, property, e2e on the in-process control plane),
 ## then the planted-bug tests: the quota library built with a bug planted
 ## (-tags quotascale_plantedbug), which the oracle of test/oracle must catch.
-## Every package but ./test/e2e and ./test/bench runs under the race detector:
-## those two link all of Kubernetes (kube-apiserver, etcd, the controllers),
-## whose -race build would about double a cold CI run on its own.
-# Only packages with tests: building the others under -race (localcluster
-# links kube-apiserver and etcd) would cost a cold run minutes and test nothing.
-RACE_PKGS = $(shell $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e '/test/e2e$$' -e '/test/bench$$')
+## The packages whose own code runs goroutines or shares state between them
+## (hack/race-packages.sh says how it tells) run under the race detector; the
+## rest, e2e included, run without it: building Kubernetes' dependencies a
+## second time with -race for packages that run no goroutines would cost a
+## cold CI run minutes and find nothing. ./test/bench holds only benchmarks
+## (go vet compiles it); `make bench` runs them.
+TEST_PKGS = $(shell $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e '/test/bench$$')
+RACE_PKGS = $(shell ./hack/race-packages.sh)
 test: lint
 	$(GO) test -race -timeout 30m $(TEST_ARGS) $(RACE_PKGS)
-	$(GO) test -timeout 30m $(TEST_ARGS) ./test/e2e ./test/bench
+	$(GO) test -timeout 30m $(TEST_ARGS) $(filter-out $(RACE_PKGS),$(TEST_PKGS))
 	$(GO) test -count=1 -tags quotascale_plantedbug -run '^TestOracleCatchesPlantedBug$$' ./quota/capacity ./quota/elastic
 
 ## soak: the randomized soaks with faults, on the kwok provider and on Cluster
