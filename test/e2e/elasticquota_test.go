@@ -34,7 +34,7 @@ func TestElasticQuotaTreeSeedScenario(t *testing.T) {
 	big := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("56"), corev1.ResourceMemory: resource.MustParse("224Gi")}
 	createNodes(t, ctx, localcluster.NodeSpec{Name: "seed-1", Capacity: big}, localcluster.NodeSpec{Name: "seed-2", Capacity: big})
 	applyTree(t, ctx, readTestdata(t, "elastic-quota-tree/tree.yaml"))
-	checker := startInvariantChecker(t, ctx)
+	checker := invariants(t)
 
 	steps := []struct {
 		manifest string
@@ -133,7 +133,6 @@ spec:
     - {name: qa, namespaces: [%s], min: {cpu: 4}, max: {cpu: 6}}
     - {name: qb, namespaces: [%s], min: {cpu: 4}, max: {cpu: 6}}
 `, a, b)))
-	startInvariantChecker(t, ctx)
 	createDeployment(t, ctx, a, "work", 4, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")})
 	settle(t, ctx, "qa borrowing up to its max", wantRunning([]string{a, b}, []int{3, 0}))
 	createDeployment(t, ctx, b, "work", 2, corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")})
@@ -160,7 +159,7 @@ spec:
     - {name: team-a, namespaces: [%s], min: {nvidia.com/gpu: 4}, max: {nvidia.com/gpu: 5}}
     - {name: team-b, namespaces: [%s], min: {nvidia.com/gpu: 1}, max: {nvidia.com/gpu: 5}}
 `, a, b)))
-	checker := startInvariantChecker(t, ctx)
+	checker := invariants(t)
 	gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 	createDeployment(t, ctx, a, "train", 5, gpu)
 	settle(t, ctx, "team A using all 5 GPUs", wantRunning([]string{a, b}, []int{5, 0}))

@@ -27,8 +27,11 @@ const (
 	pollTimeout  = 60 * time.Second
 )
 
+// testContext bounds a test on the cluster and starts the invariant checker
+// that judges it.
 func testContext(t *testing.T) context.Context {
 	t.Helper()
+	invariants(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
@@ -47,6 +50,7 @@ func readTestdata(t *testing.T, path string) []byte {
 // the test ends.
 func createNamespace(t *testing.T, ctx context.Context, name string) string {
 	t.Helper()
+	invariants(t)
 	if name == "" {
 		name = "e2e-" + strings.Map(func(r rune) rune {
 			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
@@ -78,6 +82,7 @@ func createNamespace(t *testing.T, ctx context.Context, name string) string {
 // createNodes creates kwok nodes that are deleted when the test ends.
 func createNodes(t *testing.T, ctx context.Context, specs ...localcluster.NodeSpec) {
 	t.Helper()
+	invariants(t)
 	for _, spec := range specs {
 		if _, err := cluster.CreateNode(ctx, spec); err != nil {
 			t.Fatal(err)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,21 +22,65 @@ import (
 
 // invariantChecker feeds the oracle (test/oracle, which shares no code with the
 // quota library) every node, pod, CapacityQuota and ElasticQuotaTree event of
-// a run, and fails the test on every promise it saw broken: nodes over a
-// CapacityQuota, pods admitted over a tree node's max, reclaims below min, and
-// evictions that are neither reclaims nor scale-down drains.
+// a test's body, and fails the test on every promise it saw broken: nodes over
+// a CapacityQuota, pods admitted over a tree node's max, reclaims below min,
+// and evictions that are neither reclaims nor scale-down drains.
 type invariantChecker struct {
 	*oracle.Oracle
 
 	mu sync.Mutex
 	// nodesAdded are the nodes created while the checker watched.
 	nodesAdded int
+	// preemptors are the preemptors named by Preempted events, by victim:
+	// recorded as they happen, since the victim's namespace, and its events
+	// with it, may be gone by the time the verdict is read.
+	preemptors map[types.UID]types.UID
 }
 
-func startInvariantChecker(t *testing.T, ctx context.Context) *invariantChecker {
+// checkers are the running checkers by the name of the test they watch.
+var checkers = struct {
+	sync.Mutex
+	byTest map[string]*invariantChecker
+}{byTest: map[string]*invariantChecker{}}
+
+// invariants is the checker watching t: the one of t or of a test t runs
+// under, or else a new one for t. Every helper that sets up cluster state for
+// a test (testContext, createNamespace, createNodes) calls it, so no test on
+// the cluster runs without one.
+func invariants(t *testing.T) *invariantChecker {
 	t.Helper()
-	c := &invariantChecker{Oracle: oracle.New()}
-	ctx, cancel := context.WithCancel(ctx)
+	checkers.Lock()
+	defer checkers.Unlock()
+	for name := t.Name(); ; {
+		if c := checkers.byTest[name]; c != nil {
+			return c
+		}
+		i := strings.LastIndex(name, "/")
+		if i < 0 {
+			break
+		}
+		name = name[:i]
+	}
+	c := startInvariantChecker(t)
+	name := t.Name()
+	checkers.byTest[name] = c
+	t.Cleanup(func() {
+		checkers.Lock()
+		defer checkers.Unlock()
+		delete(checkers.byTest, name)
+	})
+	return c
+}
+
+// startInvariantChecker watches the cluster while t's body (and its
+// subtests) runs. It stops feeding the oracle when t.Context() is cancelled,
+// just before t's cleanups run: teardown deletes nodes and namespaces by
+// hand, which is no scenario's to be judged by. The verdict is read in
+// cleanup.
+func startInvariantChecker(t *testing.T) *invariantChecker {
+	t.Helper()
+	c := &invariantChecker{Oracle: oracle.New(), preemptors: map[types.UID]types.UID{}}
+	body := t.Context()
 	factory := informers.NewSharedInformerFactory(cluster.Client, 0)
 	handlers := []struct {
 		informer cache.SharedIndexInformer
@@ -117,16 +162,40 @@ func startInvariantChecker(t *testing.T, ctx context.Context) *invariantChecker 
 	}
 	var synced []cache.InformerSynced
 	for _, h := range handlers {
-		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
+		if _, err := h.informer.AddEventHandler(whileRunning{body, h.handler}); err != nil {
 			t.Fatal(err)
 		}
 		synced = append(synced, h.informer.HasSynced)
 	}
-	factory.Start(ctx.Done())
-	for _, h := range handlers[2:] {
-		go h.informer.Run(ctx.Done())
+	// Preempted events are recorded past the body's end: the scheduler
+	// reports a preemption after it marked the victim.
+	ctx, cancel := context.WithCancel(context.Background())
+	events := informers.NewSharedInformerFactoryWithOptions(cluster.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "reason=Preempted"
+	}))
+	record := func(obj any) {
+		if e, ok := obj.(*corev1.Event); ok {
+			if preemptor, ok := preemptorNamed(e); ok {
+				c.mu.Lock()
+				c.preemptors[e.InvolvedObject.UID] = preemptor
+				c.mu.Unlock()
+			}
+		}
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	eventInformer := events.Core().V1().Events().Informer()
+	if _, err := eventInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	synced = append(synced, eventInformer.HasSynced)
+	factory.Start(body.Done())
+	events.Start(ctx.Done())
+	for _, h := range handlers[2:] {
+		go h.informer.Run(body.Done())
+	}
+	if !cache.WaitForCacheSync(body.Done(), synced...) {
+		cancel()
 		t.Fatal("the invariant checker's informers did not sync")
 	}
 	t.Cleanup(func() {
@@ -139,17 +208,26 @@ func startInvariantChecker(t *testing.T, ctx context.Context) *invariantChecker 
 		}
 		cancel()
 		factory.Shutdown()
+		events.Shutdown()
 	})
 	return c
 }
 
 // Verdict is the oracle's: every broken promise, and the reclaim evictions it
 // could not judge. The preemptor of a reclaim is named by the victim's
-// Preempted event.
+// Preempted event, as recorded or, failing that, as listed now.
 func (c *invariantChecker) Verdict() (violations, unjudged []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return c.Oracle.Verdict(func(victim *corev1.Pod) (types.UID, error) { return preemptorOf(ctx, victim) })
+	return c.Oracle.Verdict(func(victim *corev1.Pod) (types.UID, error) {
+		c.mu.Lock()
+		preemptor, ok := c.preemptors[victim.UID]
+		c.mu.Unlock()
+		if ok {
+			return preemptor, nil
+		}
+		return preemptorOf(ctx, victim)
+	})
 }
 
 // NodesAdded counts the nodes created while the checker watched.
@@ -160,21 +238,55 @@ func (c *invariantChecker) NodesAdded() int {
 }
 
 // preemptorOf names the pod the scheduler preempted victim for, from the
-// victim's Preempted event ("Preempted by pod UID on node NODE", upstream's
-// preemption evaluator).
+// victim's Preempted event.
 func preemptorOf(ctx context.Context, victim *corev1.Pod) (types.UID, error) {
 	events, err := cluster.Client.CoreV1().Events(victim.Namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: "reason=Preempted,involvedObject.uid=" + string(victim.UID)})
 	if err != nil {
 		return "", fmt.Errorf("events of pod %s/%s: %w", victim.Namespace, victim.Name, err)
 	}
-	for _, e := range events.Items {
-		var uid string
-		if _, err := fmt.Sscanf(e.Message, "Preempted by pod %s on node", &uid); err == nil {
-			return types.UID(uid), nil
+	for i := range events.Items {
+		if uid, ok := preemptorNamed(&events.Items[i]); ok {
+			return uid, nil
 		}
 	}
 	return "", fmt.Errorf("no Preempted event naming a preemptor among %d", len(events.Items))
+}
+
+// preemptorNamed reads the preemptor from a Preempted event's message
+// ("Preempted by pod UID on node NODE", upstream's preemption evaluator).
+func preemptorNamed(e *corev1.Event) (types.UID, bool) {
+	var uid string
+	if _, err := fmt.Sscanf(e.Message, "Preempted by pod %s on node", &uid); err != nil || e.Reason != "Preempted" {
+		return "", false
+	}
+	return types.UID(uid), true
+}
+
+// whileRunning passes its handler the events that arrive while the body
+// runs. It asks at every event, since t's cleanups start as soon as
+// t.Context() is cancelled, before the informers have stopped.
+type whileRunning struct {
+	body context.Context
+	cache.ResourceEventHandler
+}
+
+func (w whileRunning) OnAdd(obj any, initial bool) {
+	if w.body.Err() == nil {
+		w.ResourceEventHandler.OnAdd(obj, initial)
+	}
+}
+
+func (w whileRunning) OnUpdate(old, obj any) {
+	if w.body.Err() == nil {
+		w.ResourceEventHandler.OnUpdate(old, obj)
+	}
+}
+
+func (w whileRunning) OnDelete(obj any) {
+	if w.body.Err() == nil {
+		w.ResourceEventHandler.OnDelete(obj)
+	}
 }
 
 // finalState unwraps a deletion the informer missed the end of.

@@ -257,7 +257,7 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 	for name, value := range map[string]int32{"e2e-soak-low": 0, "e2e-soak-high": 1000} {
 		createPriorityClass(t, ctx, name, value)
 	}
-	checker := startInvariantChecker(t, ctx)
+	checker := invariants(t)
 
 	infra := newInfra(t, ctx, rng)
 	replicas := &autoscalerReplicas{infra: infra, visibility: filepath.Join(t.TempDir(), "visibility.log")}
