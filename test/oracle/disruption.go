@@ -35,6 +35,11 @@ func (o *Oracle) classifyDisruptionLocked(st *podState, pod *corev1.Pod) {
 		st.leafRival = o.pendingRivalLocked(pod)
 	case st.disruption == evictionByEvictionAPI && o.marked[pod.Spec.NodeName]:
 		o.counts.Drained++
+	case st.disruption == evictionByEvictionAPI:
+		// Judged when the node is seen marked, or at the verdict.
+		o.unmarkedEvictions[pod.Spec.NodeName] = append(o.unmarkedEvictions[pod.Spec.NodeName],
+			fmt.Sprintf("pod %s/%s on %s evicted (%s), and the node was never marked for scale-down: neither a reclaim nor a scale-down drain",
+				pod.Namespace, pod.Name, pod.Spec.NodeName, st.disruption))
 	default:
 		o.violateLocked(fmt.Sprintf("pod %s/%s on %s disrupted for %s, neither a reclaim nor a scale-down drain",
 			pod.Namespace, pod.Name, pod.Spec.NodeName, st.disruption))

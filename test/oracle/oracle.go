@@ -2,6 +2,8 @@ package oracle
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +21,12 @@ type Oracle struct {
 	quotas map[string]*capacityQuota
 	// marked are the nodes ever seen with the autoscaler's deletion taint.
 	marked map[string]bool
+	// unmarkedEvictions are evictions from nodes not seen marked (yet), by
+	// node. The autoscaler taints a node before it evicts a pod there, but
+	// nodes and pods reach the oracle through separate informers: a drain's
+	// eviction may come first. One whose node is marked later is a drain;
+	// the rest are violations when the verdict is read.
+	unmarkedEvictions map[string][]string
 
 	pods map[types.UID]*podState
 	// seenPods is every pod ever seen, to judge a preemptor named by UID only.
@@ -50,13 +58,14 @@ type Counts struct {
 // New returns an oracle that has seen nothing.
 func New() *Oracle {
 	return &Oracle{
-		nodes:    map[string]*corev1.Node{},
-		quotas:   map[string]*capacityQuota{},
-		marked:   map[string]bool{},
-		pods:     map[types.UID]*podState{},
-		seenPods: map[types.UID]seenPod{},
-		trees:    map[string]*treeObject{},
-		seen:     map[string]bool{},
+		nodes:             map[string]*corev1.Node{},
+		quotas:            map[string]*capacityQuota{},
+		marked:            map[string]bool{},
+		unmarkedEvictions: map[string][]string{},
+		pods:              map[types.UID]*podState{},
+		seenPods:          map[types.UID]seenPod{},
+		trees:             map[string]*treeObject{},
+		seen:              map[string]bool{},
 	}
 }
 
@@ -68,6 +77,8 @@ func (o *Oracle) SetNode(node *corev1.Node) {
 	for _, taint := range node.Spec.Taints {
 		if taint.Key == toBeDeletedTaint {
 			o.marked[node.Name] = true
+			o.counts.Drained += len(o.unmarkedEvictions[node.Name])
+			delete(o.unmarkedEvictions, node.Name)
 		}
 	}
 	o.checkQuotasLocked("node " + node.Name + " registered or changed")
@@ -198,6 +209,9 @@ func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	violations = append([]string(nil), o.violations...)
+	for _, node := range slices.Sorted(maps.Keys(o.unmarkedEvictions)) {
+		violations = append(violations, o.unmarkedEvictions[node]...)
+	}
 	for _, e := range o.belowMin {
 		uid, err := preemptorOf(e.victim)
 		switch {

@@ -288,7 +288,23 @@ func TestReclaimAndDisruption(t *testing.T) {
 				o.SetNode(testNode("n1", 0, nil, "cpu=4"))
 				o.DeletePod(disrupted(a1, evictionByEvictionAPI))
 			},
-			want: []string{"pod ns-a/a1 on n1 disrupted for EvictionByEvictionAPI, neither a reclaim nor a scale-down drain"},
+			want: []string{"pod ns-a/a1 on n1 evicted (EvictionByEvictionAPI), and the node was never marked for scale-down: neither a reclaim nor a scale-down drain"},
+		},
+		{
+			// Nodes and pods come through separate informers: a drain's
+			// eviction may be seen before the node's taint.
+			name: "a drain's eviction seen before its node's taint",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				node := testNode("n1", 0, nil, "cpu=4")
+				o.SetNode(node)
+				o.SetPod(disrupted(a1, evictionByEvictionAPI), false)
+				marked := node.DeepCopy()
+				marked.Spec.Taints = []corev1.Taint{{Key: toBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+				o.SetNode(marked)
+				o.SetNode(marked) // seen again: counted once
+			},
+			counts: Counts{Drained: 1},
 		},
 		{
 			name: "a disruption for another reason",
