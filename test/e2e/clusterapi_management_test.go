@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -49,24 +50,29 @@ func TestClusterAPIManagementClusterApart(t *testing.T) {
 	if diff := cmp.Diff(map[string]int{"remote": 2}, e.replicas(t, ctx)); diff != "" {
 		t.Errorf("management MachineDeployment replicas (-want +got):\n%s", diff)
 	}
-	nodes, err := cluster.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "e2e-remote=yes"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	machines := e.machines(t, ctx)
-	var fromMachines, onWorkload []string
-	for _, m := range machines {
-		fromMachines = append(fromMachines, m.node)
-	}
-	for _, n := range nodes.Items {
-		onWorkload = append(onWorkload, n.Name)
-		if n.Annotations[clusterapi.ClusterNamespaceAnnotation] != e.ns || !strings.HasPrefix(n.Spec.ProviderID, "kwok-capi://"+e.ns+"/") {
-			t.Errorf("node %s does not come from the management cluster's machines: %v %s", n.Name, n.Annotations, n.Spec.ProviderID)
+	// Pods run as soon as their nodes are ready; Cluster API's Machine
+	// controller sets each Machine's nodeRef and the node's annotations a
+	// reconcile later.
+	waitFor(t, ctx, "workload nodes that match the management cluster's machines", func(ctx context.Context) error {
+		nodes, err := cluster.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "e2e-remote=yes"})
+		if err != nil {
+			return err
 		}
-	}
-	if diff := cmp.Diff(fromMachines, onWorkload); diff != "" {
-		t.Errorf("workload nodes against the management cluster's nodeRefs (-want +got):\n%s", diff)
-	}
+		var fromMachines, onWorkload []string
+		for _, m := range e.machines(t, ctx) {
+			fromMachines = append(fromMachines, m.node)
+		}
+		for _, n := range nodes.Items {
+			onWorkload = append(onWorkload, n.Name)
+			if n.Annotations[clusterapi.ClusterNamespaceAnnotation] != e.ns || !strings.HasPrefix(n.Spec.ProviderID, "kwok-capi://"+e.ns+"/") {
+				return fmt.Errorf("node %s does not come from the management cluster's machines: %v %s", n.Name, n.Annotations, n.Spec.ProviderID)
+			}
+		}
+		if diff := cmp.Diff(fromMachines, onWorkload); diff != "" {
+			return fmt.Errorf("workload nodes against the management cluster's nodeRefs (-want +got):\n%s", diff)
+		}
+		return nil
+	})
 	if own, err := mgmt.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "e2e-remote=yes"}); err != nil || len(own.Items) != 0 {
 		t.Errorf("the management cluster has nodes of its own: %v %v", own, err)
 	}
