@@ -37,12 +37,22 @@ build:
 ## second time with -race for packages that run no goroutines would cost a
 ## cold CI run minutes and find nothing. ./test/bench holds only benchmarks
 ## (go vet compiles it); `make bench` runs them.
+## The race run and the rest run side by side (make -j2, each one's output
+## printed whole when it ends): the e2e tests, listed first so that they start
+## first, spend most of their time waiting on the control plane, and the race
+## build, at a lower CPU priority, fills the idle cores without slowing them.
 TEST_PKGS = $(shell $(GO) list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... | grep -v -e '/test/bench$$')
 RACE_PKGS = $(shell ./hack/race-packages.sh)
+E2E_PKG   = github.com/quotascale/quotascale/test/e2e
 test: lint
-	$(GO) test -race -timeout 30m $(TEST_ARGS) $(RACE_PKGS)
-	$(GO) test -timeout 30m $(TEST_ARGS) $(filter-out $(RACE_PKGS),$(TEST_PKGS))
+	@$(MAKE) --no-print-directory -j2 --output-sync=target test-race test-norace
 	$(GO) test -count=1 -tags quotascale_plantedbug -run '^TestOracleCatchesPlantedBug$$' ./quota/capacity ./quota/elastic
+
+.PHONY: test-race test-norace
+test-race:
+	nice -n 10 $(GO) test -race -timeout 30m $(TEST_ARGS) $(RACE_PKGS)
+test-norace:
+	$(GO) test -timeout 30m $(TEST_ARGS) $(E2E_PKG) $(filter-out $(E2E_PKG) $(RACE_PKGS),$(TEST_PKGS))
 
 ## soak: the randomized soaks with faults, on the kwok provider and on Cluster
 ## API, for SOAK_DURATION each (make test runs 45s and 30s of them); SOAK_SEED=N
