@@ -10,9 +10,11 @@ import (
 // to make node room for a pod of namespace that its quota admits, leaves every
 // other owner's guarantee whole: on every quota node a victim is charged to and
 // the preemptor is not, used stays at or above min on every resource the
-// victims hold once they are all gone. The nodes on the preemptor's own path
-// are not constrained: its pod takes the victims' place there, within max.
-// Victims the tree does not track, or does not govern, constrain nothing.
+// victims hold once they are all gone, and so are the pods already being
+// deleted (whose eviction an earlier preemption may have counted on). The
+// nodes on the preemptor's own path are not constrained: its pod takes the
+// victims' place there, within max. Victims the tree does not track, does not
+// govern, or already sees leaving, constrain nothing.
 //
 // Priority preemption uses it; reclaim (PlanReclaim) applies the same rule to
 // the victims it picks itself.
@@ -22,7 +24,7 @@ func (t *Tree) KeepsGuarantees(namespace string, victims []types.UID) bool {
 	dims := t.shape.index.Len()
 	for _, uid := range victims {
 		slot, tracked := t.pods.slotOf[uid]
-		if !tracked {
+		if !tracked || t.pods.records[slot].leaving {
 			continue
 		}
 		charge := t.pods.charge(slot)
@@ -37,9 +39,9 @@ func (t *Tree) KeepsGuarantees(namespace string, victims []types.UID) bool {
 		return true
 	}
 	for pos := range t.shape.nodes {
-		gone, used, min := released[pos*dims:(pos+1)*dims], t.usedAt(pos), t.shape.nodes[pos].min
+		gone, used, leaving, min := released[pos*dims:(pos+1)*dims], t.usedAt(pos), t.leavingAt(pos), t.shape.nodes[pos].min
 		for d, c := range gone {
-			if c > 0 && resources.FlooredSub(used[d], c) < min[d] {
+			if c > 0 && resources.FlooredSub(resources.FlooredSub(used[d], leaving[d]), c) < min[d] {
 				return false
 			}
 		}

@@ -2,7 +2,10 @@ package elastic
 
 import (
 	"testing"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -53,5 +56,44 @@ func TestKeepsGuarantees(t *testing.T) {
 	// a pod of its "own" leaf is constrained.
 	if tree.KeepsGuarantees("elsewhere", []types.UID{"a1-x"}) {
 		t.Errorf("an ungoverned preemptor took root.a.1 (5 cpu, min 10) lower")
+	}
+}
+
+func TestKeepsGuaranteesCountsLeavingPodsAsGone(t *testing.T) {
+	tree := mustBuild(t, seedTree(t))
+	for _, uid := range []string{"a2-x", "a2-y", "a2-z"} {
+		tree.AddPod(pod(uid, "namespace2", cpu("5"))) // root.a.2 at 15, min 10
+	}
+	if !tree.KeepsGuarantees("namespace1", []types.UID{"a2-x"}) {
+		t.Fatalf("evicting one pod of root.a.2 (15 -> 10, min 10) was refused")
+	}
+	// An earlier preemption evicted a2-x; it is still being deleted.
+	evicted := pod("a2-x", "namespace2", cpu("5"))
+	evicted.DeletionTimestamp = &metav1.Time{Time: time.Unix(1, 0)}
+	tree.AddPod(evicted)
+	if used, _ := tree.Used("root.a.2"); !used.Cpu().Equal(resource.MustParse("15")) {
+		t.Errorf("a leaving pod is no longer charged: root.a.2 uses %s, want 15 until it is gone", used.Cpu())
+	}
+	if tree.KeepsGuarantees("namespace1", []types.UID{"a2-y"}) {
+		t.Errorf("a second eviction counted the leaving pod as room above root.a.2's min")
+	}
+	if !tree.KeepsGuarantees("namespace1", []types.UID{"a2-x"}) {
+		t.Errorf("the leaving pod itself was refused as a victim: its eviction is under way")
+	}
+	// A rebuild carries the mark; so does a re-add without one.
+	rebuilt, err := tree.Rebuild(seedTree(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rebuilt.AddRequests("a2-x", "namespace2", cpu("5"))
+	if rebuilt.KeepsGuarantees("namespace1", []types.UID{"a2-y"}) {
+		t.Errorf("the rebuilt tree forgot that a2-x is leaving")
+	}
+	// Gone, it leaves nothing behind: with a new pod root.a.2 is at 15 again
+	// and may give 5.
+	rebuilt.RemovePod("a2-x")
+	rebuilt.AddPod(pod("a2-w", "namespace2", cpu("5")))
+	if !rebuilt.KeepsGuarantees("namespace1", []types.UID{"a2-y"}) {
+		t.Errorf("the leaving pod's charge outlived it: evicting a2-y from root.a.2 at 15 was refused")
 	}
 }

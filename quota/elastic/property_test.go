@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"pgregory.net/rapid"
 
@@ -161,6 +162,11 @@ func TestPropertyReclaimKeepsVictimsMinsAndFitsThePreemptor(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		tree, namespaces := drawTree(t)
 		var candidates []Candidate
+		pods := map[types.UID]*corev1.Pod{}
+		// leaving are victims of earlier plans still being deleted, as
+		// evicted pods are for their grace period: they hold quota until
+		// they are gone, and no later plan may count on them a second time.
+		var leaving []types.UID
 		// Many small pods fill the tree, so preemptors usually meet
 		// contention and plans have several candidates to choose from.
 		for i := range rapid.IntRange(0, 60).Draw(t, "pods") {
@@ -170,7 +176,8 @@ func TestPropertyReclaimKeepsVictimsMinsAndFitsThePreemptor(t *testing.T) {
 				continue
 			}
 			uid := types.UID(fmt.Sprint("pod-", i))
-			tree.AddRequests(uid, ns, requests)
+			pods[uid] = pod(string(uid), ns, requests)
+			tree.AddPod(pods[uid])
 			candidates = append(candidates, Candidate{
 				UID:         uid,
 				Priority:    int32(rapid.IntRange(0, 3).Draw(t, "priority")),
@@ -190,13 +197,31 @@ func TestPropertyReclaimKeepsVictimsMinsAndFitsThePreemptor(t *testing.T) {
 			if !ok {
 				continue
 			}
-			checkPlan(t, tree, preemptor, candidates, plan)
+			checkPlan(t, tree, preemptor, candidates, leaving, plan)
+			linger := rapid.Bool().Draw(t, "victims linger")
 			for _, uid := range plan.Victims {
-				tree.RemovePod(uid)
+				if linger {
+					evicted := pods[uid].DeepCopy()
+					evicted.DeletionTimestamp = &metav1.Time{Time: time.Unix(int64(round), 0)}
+					tree.AddPod(evicted)
+					leaving = append(leaving, uid)
+				} else {
+					tree.RemovePod(uid)
+				}
 				candidates = slices.DeleteFunc(candidates, func(c Candidate) bool { return c.UID == uid })
 			}
+			if len(leaving) > 0 && rapid.Bool().Draw(t, "leaving pods gone") {
+				for _, uid := range leaving {
+					tree.RemovePod(uid)
+				}
+				leaving = nil
+			}
+			if !tree.Admit(preemptor.Namespace, preemptor.Requests).Admitted() {
+				continue // waits for its victims to be gone
+			}
 			uid := types.UID(fmt.Sprint("preemptor-", round))
-			tree.AddRequests(uid, preemptor.Namespace, preemptor.Requests)
+			pods[uid] = pod(string(uid), preemptor.Namespace, preemptor.Requests)
+			tree.AddPod(pods[uid])
 			candidates = append(candidates, Candidate{UID: uid, Priority: preemptor.Priority, Created: time.Unix(int64(10+round), 0)})
 		}
 	})
@@ -231,14 +256,19 @@ func quantityList(name corev1.ResourceName, n int) corev1.ResourceList {
 	return corev1.ResourceList{name: quantityOf(name, n)}
 }
 
-// checkPlan verifies a plan against the rules it promises.
-func checkPlan(t *rapid.T, tree *Tree, preemptor Preemptor, candidates []Candidate, plan Plan) {
+// checkPlan verifies a plan against the rules it promises, on the usage left
+// once the plan's victims and the pods already leaving are all gone.
+func checkPlan(t *rapid.T, tree *Tree, preemptor Preemptor, candidates []Candidate, leaving []types.UID, plan Plan) {
 	leaf := tree.shape.leafOf[preemptor.Namespace]
 	onPath := map[int]bool{}
 	for pos := leaf; pos >= 0; pos = tree.shape.nodes[pos].parent {
 		onPath[pos] = true
 	}
 	after := tree.Scratch()
+	for _, uid := range leaving {
+		slot := tree.pods.slotOf[uid]
+		after.release(tree.pods.records[slot].leaf, tree.pods.charge(slot))
+	}
 	// touched[pos][d]: some victim below pos (off the preemptor's path) frees d.
 	touched := map[int][]bool{}
 	for _, uid := range plan.Victims {

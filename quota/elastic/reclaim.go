@@ -37,7 +37,11 @@ type Plan struct {
 // PlanReclaim picks the pods to evict so the preemptor is admitted, or
 // reports false when no allowed set of candidates makes it fit. When the
 // preemptor already fits, or its namespace is not governed, the plan is empty
-// and true: quota is not what stands in its way.
+// and true: quota is not what stands in its way. So it is when the preemptor
+// fits once the pods already being deleted are gone: the plan is made on the
+// usage they leave behind, which also keeps a second reclaim, or a scheduler
+// that restarted mid-reclaim, from counting the same leaving pods as room
+// above another owner's min.
 //
 // Let P be the preemptor's leaf, V a candidate's leaf, and M the lowest node
 // that is an ancestor of both (M = P = V for a pod of the same leaf). The
@@ -76,6 +80,12 @@ func (t *Tree) PlanReclaim(p Preemptor, candidates []Candidate) (Plan, bool) {
 		return Plan{}, true
 	}
 	r := &reclaim{usage: t.copyUsage(), leaf: leaf, request: request}
+	for i, gone := range t.leaving {
+		r.used[i] = resources.FlooredSub(r.used[i], gone)
+	}
+	if r.fits(leaf, request) {
+		return Plan{}, true
+	}
 	r.pool = t.resolveCandidates(candidates, leaf, p.Priority)
 	var chosen []*victim
 	for !r.fits(leaf, request) {
@@ -135,7 +145,7 @@ func (t *Tree) resolveCandidates(candidates []Candidate, leaf int, priority int3
 	var pool []*victim
 	for _, c := range candidates {
 		slot, tracked := t.pods.slotOf[c.UID]
-		if !tracked || seen[c.UID] || t.pods.records[slot].leaf < 0 {
+		if !tracked || seen[c.UID] || t.pods.records[slot].leaf < 0 || t.pods.records[slot].leaving {
 			continue
 		}
 		seen[c.UID] = true

@@ -12,7 +12,12 @@ import (
 // it. Build one with Build; replace it with Rebuild.
 type Tree struct {
 	usage
-	pods podStore
+	// leaving is the part of used, per node, charged by pods already being
+	// deleted (laid out as used is). They hold quota until they are gone, so
+	// admission counts them; the guarantees of reclaim and preemption do not,
+	// since the capacity is leaving whatever else is evicted.
+	leaving []int64
+	pods    podStore
 }
 
 // Object is the namespace/name of the ElasticQuotaTree the model was built from.
@@ -65,21 +70,27 @@ func (t *Tree) Admit(namespace string, requests corev1.ResourceList) Verdict {
 // requests with resources.PodRequests. It is idempotent per UID and doubles as
 // an update: a pod seen again with other requests is re-charged, and a pod that
 // has terminated (Succeeded or Failed) is released, so an informer's add and
-// update handlers can both call it. It reports whether the pod is counted.
+// update handlers can both call it. A pod with a deletion timestamp is marked
+// leaving (see KeepsGuarantees). It reports whether the pod is counted.
 func (t *Tree) AddPod(pod *corev1.Pod) bool {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		t.RemovePod(pod.UID)
 		return false
 	}
-	return t.AddRequests(pod.UID, pod.Namespace, resources.PodRequests(pod))
+	return t.add(pod.UID, pod.Namespace, resources.PodRequests(pod), pod.DeletionTimestamp != nil)
 }
 
 // AddRequests is AddPod for callers that already computed the requests. The
 // tree keeps the requests map to re-charge the pod on Rebuild; do not modify
 // it afterwards. It does not check max: usage reflects what is placed, and
 // admission is Admit's job. It does not allocate when uid is already tracked
-// with the same requests, nor when it reuses the slot of a removed pod.
+// with the same requests, nor when it reuses the slot of a removed pod. A pod
+// already marked leaving stays so: deletion is not undone.
 func (t *Tree) AddRequests(uid types.UID, namespace string, requests corev1.ResourceList) bool {
+	return t.add(uid, namespace, requests, false)
+}
+
+func (t *Tree) add(uid types.UID, namespace string, requests corev1.ResourceList, leaving bool) bool {
 	leaf, governed := t.shape.leafOf[namespace]
 	if !governed {
 		leaf = -1
@@ -88,18 +99,17 @@ func (t *Tree) AddRequests(uid types.UID, namespace string, requests corev1.Reso
 	if tracked {
 		record := &t.pods.records[slot]
 		charge := t.pods.charge(slot)
-		if record.leaf == leaf && (leaf < 0 || charge.Equal(t.loadRequest(requests))) {
+		leaving = leaving || record.leaving
+		if record.leaf == leaf && record.leaving == leaving && (leaf < 0 || charge.Equal(t.loadRequest(requests))) {
 			record.namespace, record.requests = namespace, requests
 			return governed
 		}
-		if record.leaf >= 0 {
-			t.release(record.leaf, charge)
-		}
+		t.uncharge(record, charge)
 	} else {
 		slot = t.pods.allocate(uid)
 	}
 	record := &t.pods.records[slot]
-	record.namespace, record.leaf, record.requests = namespace, leaf, requests
+	record.namespace, record.leaf, record.requests, record.leaving = namespace, leaf, requests, leaving
 	charge := t.pods.charge(slot)
 	if !governed {
 		clear(charge)
@@ -107,7 +117,41 @@ func (t *Tree) AddRequests(uid types.UID, namespace string, requests corev1.Reso
 	}
 	t.shape.index.Load(charge, requests, 0)
 	t.charge(leaf, charge)
+	if leaving {
+		t.chargeLeaving(leaf, charge)
+	}
 	return true
+}
+
+// uncharge takes a record's charge off usage, and off leaving when it is.
+func (t *Tree) uncharge(record *podRecord, charge resources.Vector) {
+	if record.leaf < 0 {
+		return
+	}
+	t.release(record.leaf, charge)
+	if record.leaving {
+		t.releaseLeaving(record.leaf, charge)
+	}
+}
+
+// chargeLeaving adds a leaving pod's charge to leaving, on the nodes usage
+// charges it to; releaseLeaving takes it off.
+func (t *Tree) chargeLeaving(leaf int, charge resources.Vector) {
+	for pos := leaf; pos >= 0; pos = t.chargedParent(pos) {
+		t.leavingAt(pos).Add(charge)
+	}
+}
+
+func (t *Tree) releaseLeaving(leaf int, charge resources.Vector) {
+	for pos := leaf; pos >= 0; pos = t.chargedParent(pos) {
+		t.leavingAt(pos).Sub(charge)
+	}
+}
+
+// leavingAt is the part of usedAt(pos) that pods being deleted hold.
+func (t *Tree) leavingAt(pos int) resources.Vector {
+	dims := t.shape.index.Len()
+	return t.leaving[pos*dims : (pos+1)*dims : (pos+1)*dims]
 }
 
 // RemovePod releases a pod's charge. It is idempotent and reports whether the
@@ -117,9 +161,7 @@ func (t *Tree) RemovePod(uid types.UID) bool {
 	if !tracked {
 		return false
 	}
-	if record := t.pods.records[slot]; record.leaf >= 0 {
-		t.release(record.leaf, t.pods.charge(slot))
-	}
+	t.uncharge(&t.pods.records[slot], t.pods.charge(slot))
 	t.pods.free(uid, slot)
 	return true
 }
@@ -163,7 +205,7 @@ func (t *Tree) ChargeFrom(prev *Tree) {
 	for slot := range prev.pods.records {
 		record := &prev.pods.records[slot]
 		if record.live {
-			t.AddRequests(record.uid, record.namespace, record.requests)
+			t.add(record.uid, record.namespace, record.requests, record.leaving)
 		}
 	}
 }

@@ -59,8 +59,11 @@ func (p *Plugin) planReclaim(ctx context.Context, pod *corev1.Pod, requests core
 		plan, ok = tree.PlanReclaim(elastic.Preemptor{Namespace: pod.Namespace, Requests: requests, Priority: podPriority(pod)}, candidates)
 	}
 	p.cache.mu.Unlock()
-	if !ok || len(plan.Victims) == 0 {
+	switch {
+	case !ok:
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: no quota node above its min can give back enough without going below its own min")
+	case len(plan.Victims) == 0:
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: pods already being deleted free enough quota; waiting for them to be gone")
 	}
 	out := &reclaimPlan{}
 	for _, uid := range plan.Victims {
