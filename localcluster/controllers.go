@@ -11,13 +11,16 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/scale"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/kubernetes/pkg/controller/daemon"
 	"k8s.io/kubernetes/pkg/controller/deployment"
+	"k8s.io/controller-manager/pkg/informerfactory"
 	"k8s.io/kubernetes/pkg/controller/disruption"
+	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	"k8s.io/kubernetes/pkg/controller/namespace"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
 )
@@ -25,7 +28,10 @@ import (
 // startControllers runs the kube-controller-manager loops the scenarios depend on:
 // deployments create replica sets, replica sets create (and recreate) pods,
 // deleting a namespace deletes what is in it, so tests can clean up after
-// themselves, and the disruption controller keeps PodDisruptionBudgets' status,
+// themselves, the garbage collector deletes what a deleted object owned (the
+// replica sets and pods of a deleted deployment, say, which would otherwise
+// hold their nodes forever), and the disruption controller keeps
+// PodDisruptionBudgets' status,
 // which the Eviction API and the autoscaler's scale-down read. DaemonSets run
 // their pods on the nodes they pick, so node templates, utilization and
 // scale-down meet DaemonSet pods as on a real cluster.
@@ -63,7 +69,21 @@ func startControllers(ctx context.Context, config *restclient.Config) error {
 	if err != nil {
 		return fmt.Errorf("daemonset controller: %w", err)
 	}
+	metadataFactory := metadatainformer.NewSharedInformerFactory(metadataClient, 10*time.Minute)
+	informersStarted := make(chan struct{})
+	gc, err := garbagecollector.NewGarbageCollector(ctx, client, metadataClient, mapper,
+		garbagecollector.DefaultIgnoredResources(), informerfactory.NewInformerFactory(factory, metadataFactory), informersStarted)
+	if err != nil {
+		return fmt.Errorf("garbage collector: %w", err)
+	}
 	factory.Start(ctx.Done())
+	metadataFactory.Start(ctx.Done())
+	close(informersStarted)
+	// As kube-controller-manager's: the collector re-reads discovery on the
+	// same period, so it follows the CRDs installed after it starts.
+	const gcSyncPeriod = 30 * time.Second
+	go gc.Run(ctx, 2, gcSyncPeriod)
+	go gc.Sync(ctx, client.Discovery(), gcSyncPeriod)
 	go dsc.Run(ctx, 2)
 	go disruptionCtrl.Run(ctx, 2)
 	go dc.Run(ctx, 2)
