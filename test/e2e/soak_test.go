@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -271,6 +273,7 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 	// in a random order each round, so that each happens as often as the
 	// others and a short soak has them all.
 	var faults []int
+	trimmed := time.Duration(-1) // the last shrink phase that trimmed the workloads
 	start := time.Now()
 	end := start.Add(duration)
 	for time.Now().Before(end) {
@@ -307,9 +310,19 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 			// The load grows and shrinks in turns, so that the autoscaler
 			// meets both the quotas and nodes to drain.
 			create, scale := 45, 75
-			growing := time.Since(start)/soakPhase%2 == 0
+			phase := time.Since(start) / soakPhase
+			growing := phase%2 == 0
 			if !growing {
 				create, scale = 0, 50
+				if phase != trimmed {
+					// The shrink starts with the teams dropping the pods
+					// that wait. Otherwise the pods the quotas held back
+					// take the room the shrink frees, and nodes are never
+					// left with a few pods that fit elsewhere: the nodes
+					// scale-down drains.
+					trimmed = phase
+					trimToBound(t, ctx, deployments)
+				}
 			}
 			switch op := rng.Intn(100); {
 			case op < create:
@@ -505,6 +518,33 @@ func scaleDeployment(t *testing.T, ctx context.Context, ns, name string, replica
 	})
 	if err != nil {
 		t.Errorf("scaling deployment %s/%s to %d: %v", ns, name, replicas, err)
+	}
+}
+
+// trimToBound scales each deployment down to its pods that are bound to a
+// node; replica sets remove pending pods first.
+func trimToBound(t *testing.T, ctx context.Context, deployments map[string]string) {
+	t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(deployments)) {
+		ns := deployments[name]
+		pods, err := cluster.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		if err != nil {
+			t.Errorf("listing the pods of deployment %s/%s: %v", ns, name, err)
+			continue
+		}
+		bound, live := 0, 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			live++
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		if live > bound {
+			scaleDeployment(t, ctx, ns, name, int32(bound))
+		}
 	}
 }
 
