@@ -313,7 +313,10 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 			phase := time.Since(start) / soakPhase
 			growing := phase%2 == 0
 			if !growing {
-				create, scale = 0, 50
+				// Mostly down to one pod each, some deleted: single pods
+				// scattered over half-empty nodes are what scale-down
+				// consolidates by draining nodes.
+				create, scale = 0, 80
 				if phase != trimmed {
 					// The shrink starts with the teams dropping the pods
 					// that wait. Otherwise the pods the quotas held back
@@ -342,7 +345,7 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 				if name, ns, ok := pick(rng, deployments); ok {
 					n := rng.Intn(6)
 					if !growing {
-						n = rng.Intn(2)
+						n = 1
 					}
 					scaleDeployment(t, ctx, ns, name, int32(n))
 				}
