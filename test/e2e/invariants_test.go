@@ -103,7 +103,11 @@ func startInvariantChecker(t *testing.T) *invariantChecker {
 				}
 			},
 			DeleteFunc: func(obj any) {
-				if n, ok := finalState(obj).(*corev1.Node); ok {
+				n, ok := finalState(obj).(*corev1.Node)
+				switch _, unseen := obj.(cache.DeletedFinalStateUnknown); {
+				case ok && unseen:
+					c.DeleteNodeUnseen(n.Name)
+				case ok:
 					c.DeleteNode(n.Name)
 				}
 			},
@@ -204,7 +208,7 @@ func startInvariantChecker(t *testing.T) *invariantChecker {
 			t.Errorf("invariants broken:\n%v", violations)
 		}
 		if len(unjudged) > 0 {
-			t.Logf("reclaims the oracle could not judge, their Preempted event missing:\n%v", unjudged)
+			t.Logf("evictions the oracle could not judge:\n%v", unjudged)
 		}
 		cancel()
 		factory.Shutdown()

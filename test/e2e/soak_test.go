@@ -378,7 +378,7 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 	counts.QuotaRefusals = refusals
 	violations, unjudged := checker.Verdict()
 	t.Logf("soak counts: %+v", counts)
-	t.Logf("soak: %d violations, %d reclaims unjudged, seed %d", len(violations), len(unjudged), seed)
+	t.Logf("soak: %d violations, %d evictions unjudged, seed %d", len(violations), len(unjudged), seed)
 	for _, e := range replicas.errors() {
 		t.Errorf("autoscaler: %v", e)
 	}

@@ -17,7 +17,9 @@
 //     mins) or of a namespace no tree governs with a higher priority than the
 //     victim's (kube-scheduler's DefaultPreemption, which knows no quota).
 //   - A pod disrupted for any other reason than a reclaim or a scale-down
-//     drain of a node the autoscaler marked for deletion.
+//     drain of a node the autoscaler marked for deletion. An eviction from a
+//     node whose deletion the watch missed (after an outage) is reported as
+//     unjudged instead: its mark may have come and gone unseen.
 //
 // The oracle shares no code with the quota library it checks (a test fails
 // if it imports any package under quota/) and is deliberately simple rather

@@ -27,6 +27,10 @@ type Oracle struct {
 	// eviction may come first. One whose node is marked later is a drain;
 	// the rest are violations when the verdict is read.
 	unmarkedEvictions map[string][]string
+	// unseenEnds are unmarked evictions from nodes deleted while the watch
+	// was down: the oracle never saw their last state, so it cannot tell
+	// whether they were marked first.
+	unseenEnds []string
 
 	pods map[types.UID]*podState
 	// seenPods is every pod ever seen, to judge a preemptor named by UID only.
@@ -88,6 +92,21 @@ func (o *Oracle) SetNode(node *corev1.Node) {
 func (o *Oracle) DeleteNode(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	delete(o.nodes, name)
+	o.checkQuotasLocked("node " + name + " deleted")
+}
+
+// DeleteNodeUnseen records a node gone whose deletion the watch missed (an
+// informer's DeletedFinalStateUnknown, after an outage). The evictions from
+// it still waiting for its mark cannot be judged: the mark may have come and
+// gone in the gap.
+func (o *Oracle) DeleteNodeUnseen(name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, e := range o.unmarkedEvictions[name] {
+		o.unseenEnds = append(o.unseenEnds, e+" (unknown: the node was deleted while the watch was down)")
+	}
+	delete(o.unmarkedEvictions, name)
 	delete(o.nodes, name)
 	o.checkQuotasLocked("node " + name + " deleted")
 }
@@ -198,8 +217,8 @@ func (o *Oracle) Violations(preemptorOf PreemptorOf) []string {
 	return violations
 }
 
-// Verdict is every broken promise, in the order they happened, and the reclaim
-// evictions that could not be judged. Reclaim evictions that left a leaf below
+// Verdict is every broken promise, in the order they happened, and the
+// evictions that could not be judged (see DeleteNodeUnseen). Reclaim evictions that left a leaf below
 // its min are judged last, once preemptorOf can name their preemptor: they
 // broke the promise unless it is of the victim's leaf. When preemptorOf
 // cannot name it, an eviction broke the promise if no pod of the leaf with a
@@ -209,6 +228,7 @@ func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	violations = append([]string(nil), o.violations...)
+	unjudged = append(unjudged, o.unseenEnds...)
 	for _, node := range slices.Sorted(maps.Keys(o.unmarkedEvictions)) {
 		violations = append(violations, o.unmarkedEvictions[node]...)
 	}

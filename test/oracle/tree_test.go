@@ -307,6 +307,28 @@ func TestReclaimAndDisruption(t *testing.T) {
 			counts: Counts{Drained: 1},
 		},
 		{
+			// After an outage, the watch may learn of a node's deletion only
+			// from the relist: its mark may have come and gone unseen.
+			name: "an eviction from a node deleted while the watch was down",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetNode(testNode("n1", 0, nil, "cpu=4"))
+				o.DeletePod(disrupted(a1, evictionByEvictionAPI))
+				o.DeleteNodeUnseen("n1")
+			},
+			unjudged: []string{"pod ns-a/a1 on n1 evicted (EvictionByEvictionAPI), and the node was never marked for scale-down: neither a reclaim nor a scale-down drain (unknown: the node was deleted while the watch was down)"},
+		},
+		{
+			name: "an eviction from a node deleted in plain sight, never marked",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetNode(testNode("n1", 0, nil, "cpu=4"))
+				o.DeletePod(disrupted(a1, evictionByEvictionAPI))
+				o.DeleteNode("n1")
+			},
+			want: []string{"pod ns-a/a1 on n1 evicted (EvictionByEvictionAPI), and the node was never marked for scale-down: neither a reclaim nor a scale-down drain"},
+		},
+		{
 			name: "a disruption for another reason",
 			steps: func(o *Oracle) {
 				o.SetPod(a1, false)
