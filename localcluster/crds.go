@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	restclient "k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 
@@ -33,7 +35,12 @@ func installCRDManifests(ctx context.Context, config *restclient.Config, manifes
 	if err != nil {
 		return fmt.Errorf("apiextensions client: %w", err)
 	}
+	discoveryClient, err := discovery.NewDiscoveryClientForConfig(config)
+	if err != nil {
+		return fmt.Errorf("discovery client: %w", err)
+	}
 	names := make([]string, 0, len(manifests))
+	served := map[string][]string{} // group/version -> plurals
 	for _, m := range manifests {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := yaml.UnmarshalStrict(m, crd); err != nil {
@@ -43,6 +50,12 @@ func installCRDManifests(ctx context.Context, config *restclient.Config, manifes
 			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
 		}
 		names = append(names, crd.Name)
+		for _, v := range crd.Spec.Versions {
+			if v.Served {
+				gv := crd.Spec.Group + "/" + v.Name
+				served[gv] = append(served[gv], crd.Spec.Names.Plural)
+			}
+		}
 	}
 	for _, name := range names {
 		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -62,6 +75,28 @@ func installCRDManifests(ctx context.Context, config *restclient.Config, manifes
 		})
 		if err != nil {
 			return fmt.Errorf("waiting for CRD %s to be established: %w", name, err)
+		}
+	}
+	// Established is not yet discoverable: the API server publishes a new
+	// group in discovery a moment later, and clients that map kinds through
+	// discovery (kubectl apply, Cluster.Apply) would not find it.
+	for gv, plurals := range served {
+		var lastErr error
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := discoveryClient.ServerResourcesForGroupVersion(gv)
+			if err != nil {
+				lastErr = err // not found until published; anything else is kept for the timeout's error
+				return false, nil
+			}
+			for _, plural := range plurals {
+				if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == plural }) {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for %v of %s in discovery (last error: %v): %w", plurals, gv, lastErr, err)
 		}
 	}
 	return nil
