@@ -23,7 +23,7 @@ func Build(tree *schedulingv1beta1.ElasticQuotaTree) (*Tree, error) {
 		return nil, fmt.Errorf("build ElasticQuotaTree %s: %w", object, &ValidationError{Object: object, Problems: problems})
 	}
 	s := newShape(object, flat)
-	return &Tree{usage: newUsage(s), leaving: make([]int64, len(s.nodes)*s.index.Len()), pods: newPodStore(s.index.Len())}, nil
+	return &Tree{usage: newUsage(s), leaving: newUsage(s), pods: newPodStore(s.index.Len())}, nil
 }
 
 // newShape turns a validated flat spec into the immutable model. The index

@@ -39,7 +39,7 @@ func (t *Tree) KeepsGuarantees(namespace string, victims []types.UID) bool {
 		return true
 	}
 	for pos := range t.shape.nodes {
-		gone, used, leaving, min := released[pos*dims:(pos+1)*dims], t.usedAt(pos), t.leavingAt(pos), t.shape.nodes[pos].min
+		gone, used, leaving, min := released[pos*dims:(pos+1)*dims], t.usedAt(pos), t.leaving.usedAt(pos), t.shape.nodes[pos].min
 		for d, c := range gone {
 			if c > 0 && resources.FlooredSub(resources.FlooredSub(used[d], leaving[d]), c) < min[d] {
 				return false

@@ -80,7 +80,7 @@ func (t *Tree) PlanReclaim(p Preemptor, candidates []Candidate) (Plan, bool) {
 		return Plan{}, true
 	}
 	r := &reclaim{usage: t.copyUsage(), leaf: leaf, request: request}
-	for i, gone := range t.leaving {
+	for i, gone := range t.leaving.used {
 		r.used[i] = resources.FlooredSub(r.used[i], gone)
 	}
 	if r.fits(leaf, request) {

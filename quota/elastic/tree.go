@@ -12,11 +12,11 @@ import (
 // it. Build one with Build; replace it with Rebuild.
 type Tree struct {
 	usage
-	// leaving is the part of used, per node, charged by pods already being
-	// deleted (laid out as used is). They hold quota until they are gone, so
-	// admission counts them; the guarantees of reclaim and preemption do not,
-	// since the capacity is leaving whatever else is evicted.
-	leaving []int64
+	// leaving is the part of usage charged by pods already being deleted.
+	// They hold quota until they are gone, so admission counts them; the
+	// guarantees of reclaim and preemption do not, since the capacity is
+	// leaving whatever else is evicted.
+	leaving usage
 	pods    podStore
 }
 
@@ -118,7 +118,7 @@ func (t *Tree) add(uid types.UID, namespace string, requests corev1.ResourceList
 	t.shape.index.Load(charge, requests, 0)
 	t.charge(leaf, charge)
 	if leaving {
-		t.chargeLeaving(leaf, charge)
+		t.leaving.charge(leaf, charge)
 	}
 	return true
 }
@@ -130,28 +130,8 @@ func (t *Tree) uncharge(record *podRecord, charge resources.Vector) {
 	}
 	t.release(record.leaf, charge)
 	if record.leaving {
-		t.releaseLeaving(record.leaf, charge)
+		t.leaving.release(record.leaf, charge)
 	}
-}
-
-// chargeLeaving adds a leaving pod's charge to leaving, on the nodes usage
-// charges it to; releaseLeaving takes it off.
-func (t *Tree) chargeLeaving(leaf int, charge resources.Vector) {
-	for pos := leaf; pos >= 0; pos = t.chargedParent(pos) {
-		t.leavingAt(pos).Add(charge)
-	}
-}
-
-func (t *Tree) releaseLeaving(leaf int, charge resources.Vector) {
-	for pos := leaf; pos >= 0; pos = t.chargedParent(pos) {
-		t.leavingAt(pos).Sub(charge)
-	}
-}
-
-// leavingAt is the part of usedAt(pos) that pods being deleted hold.
-func (t *Tree) leavingAt(pos int) resources.Vector {
-	dims := t.shape.index.Len()
-	return t.leaving[pos*dims : (pos+1)*dims : (pos+1)*dims]
 }
 
 // RemovePod releases a pod's charge. It is idempotent and reports whether the
