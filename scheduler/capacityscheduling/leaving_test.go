@@ -17,19 +17,9 @@ import (
 // preemption beside a reclaim, would otherwise do.
 func TestPreemptionCountsLeavingPodsAsGone(t *testing.T) {
 	// team-b's min is 4; it runs 8 on n1, 4 of them borrowed.
-	const tree = `
-spec:
-  root:
-    name: root
-    min: {cpu: 16}
-    max: {cpu: 16}
-    children:
-    - {name: team-a, namespaces: [team-a], min: {cpu: 8}, max: {cpu: 16}}
-    - {name: team-b, namespaces: [team-b], min: {cpu: 4}, max: {cpu: 16}}
-`
 	for _, leaving := range [][]string{nil, {"team-b-low-1", "team-b-low-2"}} {
 		preemptor := testPod("p", "team-a", "2", "", high, 0)
-		w := world{tree: tree, nodes: []*corev1.Node{node("n1", "8")}, pods: append(fourLow("team-b"), preemptor)}
+		w := world{tree: borrowerTree, nodes: []*corev1.Node{node("n1", "8")}, pods: append(fourLow("team-b"), preemptor)}
 		h := newHarness(t, w)
 		for _, p := range w.pods {
 			if slices.Contains(leaving, p.Name) {

@@ -300,9 +300,8 @@ func TestHolds(t *testing.T) {
 	}
 }
 
-func TestPostFilter(t *testing.T) {
-	// borrowerTree: team-b's min is 4, so what it runs above 4 is borrowed.
-	const borrowerTree = `
+// borrowerTree: team-b's min is 4, so what it runs above 4 is borrowed.
+const borrowerTree = `
 spec:
   root:
     name: root
@@ -312,6 +311,8 @@ spec:
     - {name: team-a, namespaces: [team-a], min: {cpu: 8}, max: {cpu: 16}}
     - {name: team-b, namespaces: [team-b], min: {cpu: 4}, max: {cpu: 16}}
 `
+
+func TestPostFilter(t *testing.T) {
 	// smallTree fits one 8-cpu node: whoever runs above 4 borrows.
 	const smallTree = `
 spec:
