@@ -81,6 +81,14 @@ func disrupted(p *corev1.Pod, reason string) *corev1.Pod {
 	return p
 }
 
+// deleting gives p a deletion timestamp, as a graceful deletion does.
+func deleting(p *corev1.Pod) *corev1.Pod {
+	p = p.DeepCopy()
+	t := at(30)
+	p.DeletionTimestamp = &t
+	return p
+}
+
 func finished(p *corev1.Pod) *corev1.Pod {
 	p = p.DeepCopy()
 	p.Status.Phase = corev1.PodSucceeded

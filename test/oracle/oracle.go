@@ -188,6 +188,9 @@ func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
 	case wasCounted:
 		o.stoppedLocked(st)
 	}
+	if !initial && st.counted && st.disruption == corev1.PodReasonPreemptionByScheduler && pod.DeletionTimestamp != nil {
+		o.judgeEvictionLocked(st)
+	}
 }
 
 // DeletePod records a pod gone, in its final known state.

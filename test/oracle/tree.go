@@ -46,6 +46,9 @@ type podState struct {
 	// a pod of the same leaf with a higher priority was pending: the only
 	// preemptor that may take a leaf below its min.
 	leafRival bool
+	// evictionJudged is set once a preempted pod's eviction was judged
+	// against its leaf's min.
+	evictionJudged bool
 }
 
 type belowMinEviction struct {
@@ -121,15 +124,26 @@ func (o *Oracle) chooseTreeLocked() {
 }
 
 // usageLocked sums the requests of every counted pod of t's namespaces up
-// the tree.
+// the tree: what admission charges, pods being deleted included.
 func (o *Oracle) usageLocked(t *quotaTree) []corev1.ResourceList {
+	return o.sumLocked(t, func(*podState) bool { return true })
+}
+
+// staysLocked sums, up the tree, the requests of the counted pods of t's
+// namespaces that are not being deleted: what a leaf keeps of its min once
+// the pods on their way out are gone.
+func (o *Oracle) staysLocked(t *quotaTree) []corev1.ResourceList {
+	return o.sumLocked(t, func(st *podState) bool { return st.pod.DeletionTimestamp == nil })
+}
+
+func (o *Oracle) sumLocked(t *quotaTree, include func(*podState) bool) []corev1.ResourceList {
 	used := make([]corev1.ResourceList, len(t.nodes))
 	for i := range used {
 		used[i] = corev1.ResourceList{}
 	}
 	for _, st := range o.pods {
 		leaf, ok := t.leafOf[st.pod.Namespace]
-		if !st.counted || !ok {
+		if !st.counted || !ok || !include(st) {
 			continue
 		}
 		for pos := leaf; pos >= 0; pos = t.nodes[pos].parent {
@@ -178,22 +192,36 @@ func (o *Oracle) judgeAdmissionLocked(st *podState, resources []corev1.ResourceN
 }
 
 // stoppedLocked handles a pod that no longer holds capacity. A pod the
-// scheduler preempted is a reclaim eviction: its leaf must not be left below
-// its min on what the victim held.
+// scheduler preempted counts as a reclaim, and its eviction is judged now if
+// its deletion was never seen.
 func (o *Oracle) stoppedLocked(st *podState) {
 	if st.disruption != corev1.PodReasonPreemptionByScheduler {
 		return
 	}
 	o.counts.Reclaims++
+	o.judgeEvictionLocked(st)
+}
+
+// judgeEvictionLocked checks, at the moment the scheduler deleted st's pod
+// for a preemption (or, if that moment was missed, when the pod stopped),
+// that the victim's leaf keeps its min on what the victim held. Pods already
+// being deleted count as gone, as the scheduler counts them: judged any later,
+// a team's own deletions after the preemption would count against the
+// scheduler.
+func (o *Oracle) judgeEvictionLocked(st *podState) {
+	if st.evictionJudged {
+		return
+	}
+	st.evictionJudged = true
 	t, leaf, ok := o.leafLocked(st.pod)
 	if !ok {
 		return
 	}
-	used := o.usageLocked(t)[leaf]
+	stays := o.staysLocked(t)[leaf]
 	n := t.nodes[leaf]
 	for _, r := range requested(st.requests) {
 		min, guaranteed := n.min[r]
-		if sum := used[r]; guaranteed && sum.Cmp(min) < 0 {
+		if sum := stays[r]; guaranteed && sum.Cmp(min) < 0 {
 			o.belowMin = append(o.belowMin, belowMinEviction{victim: st.pod, tree: t, leaf: leaf, leafRival: st.leafRival,
 				message: fmt.Sprintf("evicting %s/%s left quota node %q of %s at %s %s, below its min %s",
 					st.pod.Namespace, st.pod.Name, n.name, t.object, r, sum.String(), min.String())})

@@ -193,6 +193,40 @@ func TestReclaimAndDisruption(t *testing.T) {
 			counts:     Counts{Reclaims: 1},
 		},
 		{
+			// The scheduler judged a3's eviction against a1 and a2; the
+			// team's own deletion of a1 afterwards is not the scheduler's.
+			name: "a team deleting a pod of the leaf while a reclaim victim terminates",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetPod(a2, false)
+				o.SetPod(a3, false)
+				o.SetPod(disrupted(a3, corev1.PodReasonPreemptionByScheduler), false)
+				o.SetPod(deleting(disrupted(a3, corev1.PodReasonPreemptionByScheduler)), false)
+				o.SetPod(deleting(a1), false)
+				o.DeletePod(deleting(a1))
+				o.DeletePod(deleting(disrupted(a3, corev1.PodReasonPreemptionByScheduler)))
+			},
+			counts: Counts{Reclaims: 1},
+		},
+		{
+			// a3 still runs while it terminates, but the leaf keeps only a1
+			// once both victims are gone.
+			name: "a second reclaim victim deleted while the first terminates",
+			steps: func(o *Oracle) {
+				o.SetPod(a1, false)
+				o.SetPod(a2, false)
+				o.SetPod(a3, false)
+				o.SetPod(b1, false)
+				o.SetPod(deleting(disrupted(a3, corev1.PodReasonPreemptionByScheduler)), false)
+				o.SetPod(deleting(disrupted(a2, corev1.PodReasonPreemptionByScheduler)), false)
+				o.DeletePod(deleting(disrupted(a3, corev1.PodReasonPreemptionByScheduler)))
+				o.DeletePod(deleting(disrupted(a2, corev1.PodReasonPreemptionByScheduler)))
+			},
+			preemptors: map[string]types.UID{"a2": b1.UID, "a3": b1.UID},
+			want:       []string{`evicting ns-a/a2 left quota node "a" of kube-system/t@1 at cpu 1, below its min 2, for pod ns-b/b1 of namespace ns-b`},
+			counts:     Counts{Reclaims: 2},
+		},
+		{
 			name: "priority preemption inside one leaf may go below its min",
 			steps: func(o *Oracle) {
 				o.SetPod(a1, false)
