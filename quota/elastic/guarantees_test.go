@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -95,5 +96,50 @@ func TestKeepsGuaranteesCountsLeavingPodsAsGone(t *testing.T) {
 	rebuilt.AddPod(pod("a2-w", "namespace2", cpu("5")))
 	if !rebuilt.KeepsGuarantees("namespace1", []types.UID{"a2-y"}) {
 		t.Errorf("the leaving pod's charge outlived it: evicting a2-y from root.a.2 at 15 was refused")
+	}
+}
+
+// TestLeavingBeforeTheDeletionShows: a pod is on its way out as soon as a
+// preemption chose it (MarkLeaving) or its evictor set DisruptionTarget, well
+// before the API shows its deletion timestamp.
+func TestLeavingBeforeTheDeletionShows(t *testing.T) {
+	disrupted := func(status corev1.ConditionStatus) func(*Tree) {
+		return func(tree *Tree) {
+			p := pod("a2-x", "namespace2", cpu("5"))
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: status, Reason: corev1.PodReasonPreemptionByScheduler}}
+			tree.AddPod(p)
+		}
+	}
+	for _, tc := range []struct {
+		name        string
+		mark        func(*Tree)
+		wantLeaving bool
+	}{
+		{name: "chosen as a victim", mark: func(tree *Tree) { tree.MarkLeaving("a2-x") }, wantLeaving: true},
+		{name: "chosen, then seen again before its deletion", mark: func(tree *Tree) {
+			tree.MarkLeaving("a2-x")
+			tree.AddPod(pod("a2-x", "namespace2", cpu("5")))
+		}, wantLeaving: true},
+		{name: "a true DisruptionTarget condition", mark: disrupted(corev1.ConditionTrue), wantLeaving: true},
+		{name: "a DisruptionTarget condition reset to false", mark: disrupted(corev1.ConditionFalse)},
+		{name: "an untracked pod chosen", mark: func(tree *Tree) {
+			if tree.MarkLeaving("elsewhere") {
+				t.Errorf("MarkLeaving reported an untracked pod tracked")
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tree := mustBuild(t, seedTree(t))
+			for _, uid := range []string{"a2-x", "a2-y", "a2-z"} {
+				tree.AddPod(pod(uid, "namespace2", cpu("5"))) // root.a.2 at 15, min 10
+			}
+			tc.mark(tree)
+			if used, _ := tree.Used("root.a.2"); !used.Cpu().Equal(resource.MustParse("15")) {
+				t.Errorf("root.a.2 uses %s, want 15: a pod holds its quota until it is gone", used.Cpu())
+			}
+			if leaving := !tree.KeepsGuarantees("namespace1", []types.UID{"a2-y"}); leaving != tc.wantLeaving {
+				t.Errorf("a2-x counted as leaving by a second eviction: %t, want %t", leaving, tc.wantLeaving)
+			}
+		})
 	}
 }

@@ -70,14 +70,40 @@ func (t *Tree) Admit(namespace string, requests corev1.ResourceList) Verdict {
 // requests with resources.PodRequests. It is idempotent per UID and doubles as
 // an update: a pod seen again with other requests is re-charged, and a pod that
 // has terminated (Succeeded or Failed) is released, so an informer's add and
-// update handlers can both call it. A pod with a deletion timestamp is marked
-// leaving (see KeepsGuarantees). It reports whether the pod is counted.
+// update handlers can both call it. A pod on its way out is marked leaving
+// (see KeepsGuarantees): one with a deletion timestamp, or with a true
+// DisruptionTarget condition, which whoever evicts a pod sets before deleting
+// it. It reports whether the pod is counted.
 func (t *Tree) AddPod(pod *corev1.Pod) bool {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		t.RemovePod(pod.UID)
 		return false
 	}
-	return t.add(pod.UID, pod.Namespace, resources.PodRequests(pod), pod.DeletionTimestamp != nil)
+	return t.add(pod.UID, pod.Namespace, resources.PodRequests(pod), pod.DeletionTimestamp != nil || disruptionTarget(pod))
+}
+
+func disruptionTarget(pod *corev1.Pod) bool {
+	for i := range pod.Status.Conditions {
+		if c := &pod.Status.Conditions[i]; c.Type == corev1.DisruptionTarget {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// MarkLeaving marks a tracked pod leaving before the API shows it so: a
+// preemption has just chosen it as a victim. Until its deletion is seen, a
+// second preemption would otherwise count it as staying, and could take its
+// quota node below min together with it. Like a deletion, the mark is not
+// undone. It reports whether the pod is tracked.
+func (t *Tree) MarkLeaving(uid types.UID) bool {
+	slot, tracked := t.pods.slotOf[uid]
+	if !tracked {
+		return false
+	}
+	record := t.pods.records[slot]
+	t.add(uid, record.namespace, record.requests, true)
+	return true
 }
 
 // AddRequests is AddPod for callers that already computed the requests. The

@@ -333,6 +333,19 @@ func (c *quotaCache) deleteFlavor(name string) {
 	delete(c.flavors, name)
 }
 
+// markLeaving marks the victims a preemption is about to evict leaving, in
+// the tree in force (elastic.Tree.MarkLeaving).
+func (c *quotaCache) markLeaving(victims []*corev1.Pod) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tree == nil {
+		return
+	}
+	for _, v := range victims {
+		c.tree.MarkLeaving(v.UID)
+	}
+}
+
 // keepsGuarantees is elastic.Tree.KeepsGuarantees on the tree in force.
 func (c *quotaCache) keepsGuarantees(namespace string, victims []types.UID) bool {
 	c.mu.Lock()

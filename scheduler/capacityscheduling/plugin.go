@@ -133,8 +133,11 @@ func newPlugin(ctx context.Context, h fwk.Handle, args Args, trees, flavors cach
 	if p.defaultPreemption, err = defaultpreemption.New(ctx, args.defaultPreemption(), h, fts); err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	p.reclaimer = preemption.NewEvaluator(Name, h, p, p.defaultPreemption.Executor)
-	p.preemptor = preemption.NewEvaluator(Name, h, &quotaPreemption{DefaultPreemption: p.defaultPreemption, plugin: p}, p.defaultPreemption.Executor)
+	// Every preemption records the victims it chose, to mark them leaving.
+	exec := p.defaultPreemption.Executor
+	p.defaultPreemption.Evaluator = preemption.NewEvaluator(defaultpreemption.Name, h, recordingVictims{p.defaultPreemption}, exec)
+	p.reclaimer = preemption.NewEvaluator(Name, h, recordingVictims{p}, exec)
+	p.preemptor = preemption.NewEvaluator(Name, h, recordingVictims{&quotaPreemption{DefaultPreemption: p.defaultPreemption, plugin: p}}, exec)
 	go wait.UntilWithContext(ctx, func(context.Context) { p.cache.sweepHolds() }, holdSweepInterval)
 	return p, nil
 }
@@ -286,12 +289,16 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *core
 	s, err := readState(state)
 	switch {
 	case err != nil:
-		return p.defaultPreemption.PostFilter(ctx, state, pod, m)
+		return p.preemptRecording(state, func() (*fwk.PostFilterResult, *fwk.Status) {
+			return p.defaultPreemption.PostFilter(ctx, state, pod, m)
+		})
 	case s.rebuilding:
 		return nil, fwk.NewStatus(fwk.Unschedulable, "quota usage is being rebuilt from the assigned pods")
 	case s.verdict.Admitted():
 		schedulermetrics.PreemptionAttempts.Inc()
-		result, status := p.preemptor.Preempt(ctx, state, pod, m)
+		result, status := p.preemptRecording(state, func() (*fwk.PostFilterResult, *fwk.Status) {
+			return p.preemptor.Preempt(ctx, state, pod, m)
+		})
 		return result, prefixed("preemption: ", status)
 	}
 	plan, status := p.planReclaim(ctx, pod, s.request.Requests())
@@ -304,7 +311,9 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *core
 	}
 	s.plan = plan
 	schedulermetrics.PreemptionAttempts.Inc()
-	result, status := p.reclaimer.Preempt(ctx, state, pod, quotaRefusedEverywhere{m})
+	result, status := p.preemptRecording(state, func() (*fwk.PostFilterResult, *fwk.Status) {
+		return p.reclaimer.Preempt(ctx, state, pod, quotaRefusedEverywhere{m})
+	})
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil && result.NominatedNodeName != "" {
 		p.cache.startHold(pod, s.verdict.Leaf, s.request.Requests(), plan.victims)
 		p.cache.metrics.reclaim(s.verdict.Leaf, reclaimStarted)
