@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
 
@@ -55,13 +56,15 @@ func (p *opsProgram) pick(n int) int { return int(p.byte()) % n }
 
 // FuzzTreeOperations runs arbitrary sequences of the operations the scheduler
 // and the autoscaler perform (AddRequests, AddPod of finished pods, RemovePod,
-// Admit then charge, PlanReclaim then evict, Scratch what-ifs, Rebuild) with
-// arbitrary quantities on any tree that builds, and checks after every step:
+// Admit then charge, PlanReclaim then evict, Scratch what-ifs, Rebuild, pods
+// on their way out) with arbitrary quantities on any tree that builds, and
+// checks after every step:
 // no panic; admission explains itself and changes nothing; usage never goes
 // negative and a parent never uses less than a child; a reclaim plan names
 // only tracked pods, once each, after which the preemptor fits; a scratch
-// leaves the tree alone; and, when no amount was near the int64 range,
-// removing every pod brings every node back to zero.
+// leaves the tree alone; the usage of pods on their way out stays within
+// usage; and, when no amount was near the int64 range, removing every pod
+// brings every node back to zero, leaving included.
 func FuzzTreeOperations(f *testing.F) {
 	seed, err := os.ReadFile("testdata/seed-tree.yaml")
 	if err != nil {
@@ -69,6 +72,10 @@ func FuzzTreeOperations(f *testing.F) {
 	}
 	f.Add(seed, []byte{0, 1, 3, 2, 0, 0, 2, 4, 4, 1, 2, 0, 5, 1, 1, 6, 2, 0, 7, 3, 3, 3, 3, 3})
 	f.Add(seed, []byte("\x00\x03\x01\x02\x00\x11\x00\x04\x02\x03\x02\x03\x01\x13\x03\x02\x01\x01\x00\x00\x05\x06"))
+	// A pod deleted while charged, and one marked leaving while running; both
+	// then removed.
+	f.Add(seed, []byte{7, 0, 1, 1, 1, 0, 1, 1, 1, 0})
+	f.Add(seed, []byte{3, 0, 1, 1, 0, 1, 1, 0, 7, 0, 0, 1, 0})
 	f.Add([]byte(`spec: {root: {name: r, min: {cpu: 4}, max: {cpu: 4}, children: [{name: a, namespaces: [ns-a], min: {cpu: 4}}, {name: b, namespaces: [ns-b], max: {memory: 1Gi}}]}}`),
 		[]byte{0, 0, 1, 1, 1, 9, 0, 1, 1, 1, 16, 3, 0, 2, 1, 0, 2, 4, 5})
 	f.Fuzz(func(t *testing.T, treeDoc, code []byte) {
@@ -107,7 +114,7 @@ func FuzzTreeOperations(f *testing.F) {
 		uid := func() types.UID { return types.UID(fmt.Sprint("pod-", p.pick(12))) }
 		tracked := map[types.UID]bool{}
 		for step := 0; step < 256 && !p.done(); step++ {
-			switch p.pick(7) {
+			switch p.pick(8) {
 			case 0:
 				id, ns, req := uid(), namespaces[p.pick(len(namespaces))], requests()
 				tree.AddRequests(id, ns, req)
@@ -171,8 +178,32 @@ func FuzzTreeOperations(f *testing.F) {
 					t.Fatalf("step %d: Rebuild tracks %d pods, was %d", step, next.PodCount(), tree.PodCount())
 				}
 				tree = next
+			case 7:
+				// A pod on its way out, each way the tree learns of it.
+				id := uid()
+				switch p.pick(3) {
+				case 0:
+					if got := tree.MarkLeaving(id); got != tracked[id] {
+						t.Fatalf("step %d: MarkLeaving(%s) = %v, tracked %v", step, id, got, tracked[id])
+					}
+				case 1:
+					pod := pod(string(id), namespaces[p.pick(len(namespaces))], requests())
+					pod.DeletionTimestamp = &metav1.Time{}
+					tree.AddPod(pod)
+					tracked[id] = true
+				default:
+					pod := pod(string(id), namespaces[p.pick(len(namespaces))], requests())
+					pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}}
+					tree.AddPod(pod)
+					tracked[id] = true
+				}
 			}
 			checkOpsFigures(t, step, tree)
+			for i, gone := range tree.leaving.used {
+				if gone < 0 || gone > tree.used[i] {
+					t.Fatalf("step %d: leaving usage %d outside [0, usage %d] at %d", step, gone, tree.used[i], i)
+				}
+			}
 			if tree.PodCount() != len(tracked) {
 				t.Fatalf("step %d: PodCount = %d, want %d", step, tree.PodCount(), len(tracked))
 			}
@@ -192,6 +223,9 @@ func FuzzTreeOperations(f *testing.F) {
 					t.Fatalf("%s still uses %s %s after every pod was removed", s.Name, name, q.String())
 				}
 			}
+		}
+		if slices.ContainsFunc(tree.leaving.used, func(gone int64) bool { return gone != 0 }) {
+			t.Fatalf("leaving usage %v after every pod was removed", tree.leaving.used)
 		}
 	})
 }

@@ -24,7 +24,7 @@ type podRecord struct {
 	leaf      int // -1 when no leaf lists the namespace
 	requests  corev1.ResourceList
 	live      bool
-	leaving   bool // being deleted: see Tree.leaving
+	leaving   bool // on its way out: see Tree.leaving
 }
 
 func newPodStore(dims int) podStore {

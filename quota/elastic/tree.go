@@ -12,7 +12,8 @@ import (
 // it. Build one with Build; replace it with Rebuild.
 type Tree struct {
 	usage
-	// leaving is the part of usage charged by pods already being deleted.
+	// leaving is the part of usage charged by pods on their way out: being
+	// deleted, marked for disruption, or just chosen as a preemption's victim.
 	// They hold quota until they are gone, so admission counts them; the
 	// guarantees of reclaim and preemption do not, since the capacity is
 	// leaving whatever else is evicted.
