@@ -12,10 +12,12 @@
 //     the tree. Only the moment a pod is admitted is judged: lowering a max
 //     evicts nothing, so pods already running may stay above it.
 //   - A reclaim eviction (the scheduler's preemption) that left the victim's
-//     leaf below its min on a resource the victim held, unless the preemptor
-//     is of the same leaf (priority preemption inside one quota ignores
-//     mins) or of a namespace no tree governs with a higher priority than the
-//     victim's (kube-scheduler's DefaultPreemption, which knows no quota).
+//     leaf below its min on a resource the victim held, judged when the
+//     victim's deletion is seen, with the leaf's pods already being deleted
+//     counted as gone, unless the preemptor is of the same leaf (priority
+//     preemption inside one quota ignores mins) or of a namespace no tree
+//     governs with a higher priority than the victim's (kube-scheduler's
+//     DefaultPreemption, which knows no quota).
 //   - A pod disrupted for any other reason than a reclaim or a scale-down
 //     drain of a node the autoscaler marked for deletion. An eviction from a
 //     node whose deletion the watch missed (after an outage) is reported as

@@ -92,6 +92,10 @@ func (o *Oracle) SetNode(node *corev1.Node) {
 func (o *Oracle) DeleteNode(name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.deleteNodeLocked(name)
+}
+
+func (o *Oracle) deleteNodeLocked(name string) {
 	delete(o.nodes, name)
 	o.checkQuotasLocked("node " + name + " deleted")
 }
@@ -107,8 +111,7 @@ func (o *Oracle) DeleteNodeUnseen(name string) {
 		o.unseenEnds = append(o.unseenEnds, e+" (unknown: the node was deleted while the watch was down)")
 	}
 	delete(o.unmarkedEvictions, name)
-	delete(o.nodes, name)
-	o.checkQuotasLocked("node " + name + " deleted")
+	o.deleteNodeLocked(name)
 }
 
 // SetCapacityQuota records a CapacityQuota created or updated.
@@ -221,12 +224,12 @@ func (o *Oracle) Violations(preemptorOf PreemptorOf) []string {
 }
 
 // Verdict is every broken promise, in the order they happened, and the
-// evictions that could not be judged (see DeleteNodeUnseen). Reclaim evictions that left a leaf below
-// its min are judged last, once preemptorOf can name their preemptor: they
-// broke the promise unless it is of the victim's leaf. When preemptorOf
-// cannot name it, an eviction broke the promise if no pod of the leaf with a
-// higher priority was pending when the victim was marked, and is unjudged
-// otherwise.
+// evictions that could not be judged (see DeleteNodeUnseen). Reclaim
+// evictions that left a leaf below its min are judged last, once preemptorOf
+// can name their preemptor: they broke the promise unless it is of the
+// victim's leaf. When preemptorOf cannot name it, an eviction broke the
+// promise if no pod of the leaf with a higher priority was pending when the
+// victim was marked, and is unjudged otherwise.
 func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
