@@ -50,8 +50,12 @@ type NodeGroup interface {
 	// and --force-delete-unregistered-nodes); ErrNotImplemented when the
 	// provider cannot, and the caller falls back to DeleteNodes.
 	ForceDeleteNodes(nodes []*corev1.Node) error
-	// DecreaseTargetSize lowers the target without deleting registered nodes; it
-	// cancels instances that have not registered. delta is negative.
+	// DecreaseTargetSize lowers the target by -delta without deleting a
+	// registered node; delta is negative. The loop calls it when the target has
+	// run ahead of the group's instances for --max-node-provision-time, as
+	// upstream's, to give up what was asked for and never came. The Cluster API
+	// provider refuses to go below the group's instances, as upstream's; the
+	// kwok cloud, whose target is its instances, cancels unregistered ones.
 	DecreaseTargetSize(delta int) error
 	// Nodes lists the group's instances, including those not registered yet.
 	Nodes() ([]Instance, error)

@@ -172,59 +172,44 @@ func (g *nodeGroup) deleteNodes(nodes []*corev1.Node, force bool) error {
 	return g.markAndScale(doomed, next)
 }
 
-// DecreaseTargetSize lowers the replicas without deleting registered nodes. It
-// marks the newest machines without a node for deletion, so that the MachineSet
-// removes those and not a registered one; replicas that have no machine yet are
-// cancelled first, simply by not being created.
+// DecreaseTargetSize lowers the replicas by -delta without deleting a
+// machine: only replicas that never became a Machine are given up. As
+// upstream's provider, it refuses to go below the group's instances (its
+// machines not being deleted, and a MachinePool's listed provider IDs no
+// Machine stands for), so that Cluster API has nothing to delete.
 func (g *nodeGroup) DecreaseTargetSize(delta int) error {
 	if delta >= 0 {
 		return fmt.Errorf("%s: size decrease must be negative, got %d", g.id, delta)
 	}
-	live, registered, unregistered := 0, 0, []*unstructured.Unstructured{}
-	for _, m := range g.currentMachines() {
-		if isDeleting(m) {
-			continue
-		}
-		live++
-		if hasNodeRef(m) {
-			registered++
-		} else {
-			unregistered = append(unregistered, m)
-		}
-	}
-	if g.kind == kindMachinePool {
-		// Instances of a pool without Machines are its listed provider IDs.
-		ids, _, _ := unstructured.NestedStringSlice(g.obj.Object, "spec", "providerIDList")
-		if len(ids) > live {
-			registered += len(ids) - live
-			live = len(ids)
-		}
-	}
-	sort.Slice(unregistered, func(i, j int) bool {
-		a, b := unregistered[i].GetCreationTimestamp(), unregistered[j].GetCreationTimestamp()
-		if !a.Equal(&b) {
-			return b.Before(&a)
-		}
-		return unregistered[i].GetName() < unregistered[j].GetName()
-	})
-	keepRegistered := func(current int) (int, error) {
-		if current+delta < registered {
-			return 0, fmt.Errorf("%s: cannot decrease the target size by %d: %d of its %d replicas have registered nodes",
-				g.id, -delta, registered, current)
+	instances := g.liveInstances()
+	from, to, err := g.scale(func(current int) (int, error) {
+		if current+delta < instances {
+			return 0, fmt.Errorf("%s: decreasing the target size by %d from %d would delete some of its %d instances",
+				g.id, -delta, current, instances)
 		}
 		return current + delta, nil
-	}
-	current, err := g.currentReplicas(keepRegistered)
+	})
 	if err != nil {
 		return err
 	}
-	mark := -delta - max(current-live, 0)
-	mark = min(max(mark, 0), len(unregistered))
-	var doomed []types.NamespacedName
-	for _, m := range unregistered[:mark] {
-		doomed = append(doomed, key(m))
+	klog.FromContext(g.p.ctx).V(2).Info("Decreased the target size", "nodeGroup", g.id, "from", from, "to", to)
+	return nil
+}
+
+// liveInstances counts the group's machines not being deleted, or a
+// MachinePool's listed provider IDs when they are more.
+func (g *nodeGroup) liveInstances() int {
+	live := 0
+	for _, m := range g.currentMachines() {
+		if !isDeleting(m) {
+			live++
+		}
 	}
-	return g.markAndScale(doomed, keepRegistered)
+	if g.kind == kindMachinePool {
+		ids, _, _ := unstructured.NestedStringSlice(g.obj.Object, "spec", "providerIDList")
+		live = max(live, len(ids))
+	}
+	return live
 }
 
 // currentReplicas reads the scale subresource and applies check to it.

@@ -200,8 +200,8 @@ func TestTemplateNodeInfoErrors(t *testing.T) {
 			`MachineDeployment/ns/md: annotation capacity.cluster-autoscaler.kubernetes.io/cpu: "lots" is not a non-negative quantity`},
 		{"bad max pods", map[string]string{CPUAnnotation: "1", MemoryAnnotation: "1Gi", MaxPodsAnnotation: "1.5"},
 			`MachineDeployment/ns/md: annotation capacity.cluster-autoscaler.kubernetes.io/maxPods: "1.5" is not a non-negative integer`},
-		{"gpu count without type", map[string]string{CPUAnnotation: "1", MemoryAnnotation: "1Gi", GPUCountAnnotation: "1"},
-			`MachineDeployment/ns/md: annotation capacity.cluster-autoscaler.kubernetes.io/gpu-type: "" is not a resource name such as nvidia.com/gpu`},
+		{"bad gpu type", map[string]string{CPUAnnotation: "1", MemoryAnnotation: "1Gi", GPUCountAnnotation: "1", GPUTypeAnnotation: "a/b/c"},
+			`MachineDeployment/ns/md: annotation capacity.cluster-autoscaler.kubernetes.io/gpu-type: "a/b/c" is not a resource name such as nvidia.com/gpu`},
 		{"bad labels", map[string]string{CPUAnnotation: "1", MemoryAnnotation: "1Gi", LabelsAnnotation: "a=b,c"},
 			`MachineDeployment/ns/md: annotation capacity.cluster-autoscaler.kubernetes.io/labels: "c" is not key=value with a valid label key and value`},
 		{"bad taint", map[string]string{CPUAnnotation: "1", MemoryAnnotation: "1Gi", TaintsAnnotation: "a=b:Never"},
@@ -221,5 +221,23 @@ func TestTemplateNodeInfoErrors(t *testing.T) {
 				t.Errorf("want ErrNotImplemented, got %v", err)
 			}
 		})
+	}
+}
+
+// TestGPUCountWithoutType: upstream accepts a gpu-count without a gpu-type
+// and leaves the GPUs out of the template; the zero-sized group still scales
+// from zero on its cpu and memory.
+func TestGPUCountWithoutType(t *testing.T) {
+	a := sizes("0", "3")
+	a[CPUAnnotation], a[MemoryAnnotation], a[GPUCountAnnotation] = "4", "8Gi", "2"
+	p := newFakeProvider(t, scalable("MachineDeployment", "md", a, 0))
+	info, err := p.NodeGroups()[0].TemplateNodeInfo()
+	if err != nil {
+		t.Fatalf("TemplateNodeInfo: %v", err)
+	}
+	q := resource.MustParse
+	want := corev1.ResourceList{corev1.ResourceCPU: q("4"), corev1.ResourceMemory: q("8Gi"), corev1.ResourcePods: q("110")}
+	if diff := cmp.Diff(want, info.Node.Status.Capacity, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+		t.Errorf("capacity (-want +got):\n%s", diff)
 	}
 }

@@ -147,11 +147,13 @@ func annotatedCapacity(a map[string]string, capacity corev1.ResourceList) error 
 		if err != nil || n < 0 {
 			return fmt.Errorf("annotation %s: %q is not a non-negative integer", GPUCountAnnotation, text)
 		}
+		// Upstream adds the GPUs only when the annotations name their resource;
+		// a count alone is left out and the group still scales from zero.
 		gpuType := a[GPUTypeAnnotation]
-		if gpuType == "" || len(content.IsLabelKey(gpuType)) > 0 {
+		if gpuType != "" && len(content.IsLabelKey(gpuType)) > 0 {
 			return fmt.Errorf("annotation %s: %q is not a resource name such as nvidia.com/gpu", GPUTypeAnnotation, gpuType)
 		}
-		if n > 0 {
+		if n > 0 && gpuType != "" {
 			capacity[corev1.ResourceName(gpuType)] = *resource.NewQuantity(n, resource.DecimalSI)
 		}
 	}
