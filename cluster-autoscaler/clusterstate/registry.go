@@ -40,7 +40,10 @@ type Registry struct {
 	// failedInstances are failed instances already turned into a backoff, so one
 	// failure is not counted twice while its deletion is under way.
 	failedInstances map[string]bool
-	last            *State
+	// ahead remembers since when each group's target has run ahead of its
+	// instances by the same amount (upstream's incorrect node group size).
+	ahead map[string]aheadRecord
+	last  *State
 	// failures since the last TakeFailures (failures.go).
 	failures []Failure
 }
@@ -54,6 +57,7 @@ func NewRegistry(opts Options) *Registry {
 		lastScaleUp:     map[string]time.Time{},
 		requests:        map[string]scaleUpRequest{},
 		failedInstances: map[string]bool{},
+		ahead:           map[string]aheadRecord{},
 	}
 }
 
@@ -87,6 +91,12 @@ type GroupState struct {
 	// Failed instances reported a creation error; Late ones are past the
 	// provisioning time. Both are to be deleted.
 	Failed, Late []cloudprovider.Instance
+	// Ahead is how far the target runs ahead of the group's instances not
+	// being deleted, registered or not: replicas the infrastructure never
+	// started. AheadSince is when the target and the instances first stood
+	// this way; it starts over when either changes, as upstream's.
+	Ahead      int
+	AheadSince time.Time
 }
 
 // Provisioning is how many of the upcoming nodes may still register: failed
@@ -174,6 +184,7 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 			}
 		}
 		gs.Upcoming = max(target-gs.Registered, len(gs.Unregistered), 0)
+		r.checkAhead(gs, instances, now)
 		r.checkRequest(ctx, gs, failedNow, now)
 		managed += gs.Registered
 		state.Groups = append(state.Groups, gs)
@@ -190,9 +201,43 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 			delete(r.requests, id)
 		}
 	}
+	for id := range r.ahead {
+		if !present[id] {
+			delete(r.ahead, id)
+		}
+	}
 	state.Unmanaged = len(nodes) - managed
 	r.last = state
 	return state, nil
+}
+
+// aheadRecord is a group's target and instance count, and when the target
+// first ran ahead of the instances by their difference.
+type aheadRecord struct {
+	target, instances int
+	since             time.Time
+}
+
+// checkAhead sets how far the group's target runs ahead of its instances
+// that are not being deleted, and since when.
+func (r *Registry) checkAhead(gs *GroupState, instances []cloudprovider.Instance, now time.Time) {
+	id := gs.Group.Id()
+	live := 0
+	for _, in := range instances {
+		if in.Status == nil || in.Status.State != cloudprovider.InstanceDeleting {
+			live++
+		}
+	}
+	if gs.Target <= live {
+		delete(r.ahead, id)
+		return
+	}
+	rec, ok := r.ahead[id]
+	if !ok || rec.target != gs.Target || rec.instances != live {
+		rec = aheadRecord{target: gs.Target, instances: live, since: now}
+		r.ahead[id] = rec
+	}
+	gs.Ahead, gs.AheadSince = gs.Target-live, rec.since
 }
 
 // fail backs a group off for one node that did not come.

@@ -189,6 +189,15 @@ func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 		a.writeStatus(ctx, health, unneeded, now)
 	}()
 
+	fixed, err := a.fixNodeGroupSizes(ctx, state, now)
+	if err != nil {
+		return cloudProviderError(err)
+	}
+	if fixed {
+		// As upstream: the next loop reads the lowered targets afresh.
+		logger.Info("Lowered node group target sizes; skipping the rest of this loop")
+		return nil
+	}
 	a.removeFailedInstances(ctx, state)
 	if !a.opts.ScaleUpFromZero && health.Cluster.Ready == 0 {
 		// As upstream's empty-cluster check with --scale-up-from-zero=false:

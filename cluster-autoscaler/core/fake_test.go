@@ -46,6 +46,8 @@ type fakeGroup struct {
 	fail error
 	// increased counts IncreaseSize calls.
 	increased int
+	// decreases are DecreaseTargetSize's deltas.
+	decreases []int
 }
 
 func (g *fakeGroup) Id() string   { return g.id }
@@ -76,7 +78,13 @@ func (g *fakeGroup) IncreaseSize(delta int) error {
 }
 func (g *fakeGroup) DeleteNodes([]*corev1.Node) error      { return nil }
 func (g *fakeGroup) ForceDeleteNodes([]*corev1.Node) error { return cloudprovider.ErrNotImplemented }
-func (g *fakeGroup) DecreaseTargetSize(int) error          { return nil }
+func (g *fakeGroup) DecreaseTargetSize(delta int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.decreases = append(g.decreases, delta)
+	g.target += delta
+	return nil
+}
 func (g *fakeGroup) Nodes() ([]cloudprovider.Instance, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
