@@ -30,16 +30,27 @@ const ruleUnknownResourceFlavor elastic.Rule = "UnknownResourceFlavor"
 
 // ReviewTree refuses a tree that breaks any rule of the library, or names a
 // ResourceFlavor that does not exist, listing every problem as the Valid
-// condition would.
-func (p *Plugin) ReviewTree(ctx context.Context, tree *schedulingv1beta1.ElasticQuotaTree) error {
+// condition would. On an update, a quota node that names the same missing
+// flavor as in old is not a problem, as Kubernetes ratchets the validation
+// of unchanged fields: the flavor was deleted after the tree was admitted,
+// and the update does not make that worse. Renaming the node or pointing it
+// at another missing flavor is refused.
+func (p *Plugin) ReviewTree(ctx context.Context, old, tree *schedulingv1beta1.ElasticQuotaTree) error {
 	object := tree.Namespace + "/" + tree.Name
 	verr := &elastic.ValidationError{Object: object}
 	if _, err := elastic.Build(tree); err != nil && !errors.As(err, &verr) {
 		return err
 	}
+	var before []nodeFlavor
+	if old != nil {
+		before = ownFlavors(&old.Spec.Root, 1)
+	}
 	for _, named := range ownFlavors(&tree.Spec.Root, 1) {
 		if len(validation.IsDNS1123Subdomain(named.flavor)) > 0 {
 			continue // the library reports the name itself
+		}
+		if slices.Contains(before, named) {
+			continue
 		}
 		exists, err := p.flavorExists(ctx, named.flavor)
 		if err != nil {

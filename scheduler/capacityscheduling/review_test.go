@@ -13,17 +13,22 @@ import (
 
 func TestReviewTree(t *testing.T) {
 	h := newHarness(t, world{flavors: []*kueuev1beta1.ResourceFlavor{flavor("spot", map[string]string{"pool": "spot"})}})
+	// gone names ResourceFlavor "gpu", which does not exist (deleted since the
+	// tree was admitted, say).
+	const gone = `
+root: {name: root, min: {cpu: 4}, max: {cpu: 4}, children: [
+  {name: a, attributes: {resourceflavors: gpu}, children: [{name: a.1, namespaces: [a]}]}]}`
 	tests := []struct {
-		name, tree, want string
+		name string
+		// old is the tree before an update; empty for a create.
+		old, tree, want string
 	}{
-		{"valid, with a flavor that exists", `
+		{"valid, with a flavor that exists", "", `
 root: {name: root, min: {cpu: 4}, max: {cpu: 4}, children: [
   {name: a, namespaces: [a], attributes: {resourceflavors: spot}}]}`, ""},
-		{"a flavor that does not exist", `
-root: {name: root, min: {cpu: 4}, max: {cpu: 4}, children: [
-  {name: a, attributes: {resourceflavors: gpu}, children: [{name: a.1, namespaces: [a]}]}]}`,
+		{"a flavor that does not exist", "", gone,
 			`ElasticQuotaTree team/draft is invalid: quota node "a": ResourceFlavor "gpu" does not exist`},
-		{"every problem at once, sorted", `
+		{"every problem at once, sorted", "", `
 root: {name: root, min: {cpu: 4}, max: {cpu: 8}, children: [
   {name: a, namespaces: [shared], attributes: {resourceflavors: gpu}},
   {name: b, namespaces: [shared], min: {cpu: 5}}]}`,
@@ -31,16 +36,44 @@ root: {name: root, min: {cpu: 4}, max: {cpu: 8}, children: [
 				`quota node "a": ResourceFlavor "gpu" does not exist; ` +
 				`quota node "root": root min cpu 4 differs from max cpu 8; ` +
 				`quota node "root": sum of children's min cpu 5 exceeds min cpu 4`},
+		{"an update that keeps a missing flavor where it was", gone, `
+root: {name: root, min: {cpu: 4}, max: {cpu: 4}, children: [
+  {name: a, max: {cpu: 2}, attributes: {resourceflavors: gpu}, children: [{name: a.1, namespaces: [a, a2]}]}]}`, ""},
+		{"an update that names the missing flavor on another node", gone, `
+root: {name: root, min: {cpu: 4}, max: {cpu: 4}, children: [
+  {name: a, attributes: {resourceflavors: gpu}, children: [{name: a.1, namespaces: [a]}]},
+  {name: b, namespaces: [b], attributes: {resourceflavors: gpu}}]}`,
+			`ElasticQuotaTree team/draft is invalid: quota node "b": ResourceFlavor "gpu" does not exist`},
+		{"an update that renames the node naming the missing flavor", gone, `
+root: {name: root, min: {cpu: 4}, max: {cpu: 4}, children: [
+  {name: a-renamed, attributes: {resourceflavors: gpu}, children: [{name: a.1, namespaces: [a]}]}]}`,
+			`ElasticQuotaTree team/draft is invalid: quota node "a-renamed": ResourceFlavor "gpu" does not exist`},
+		{"an update that points the node at another missing flavor", gone, `
+root: {name: root, min: {cpu: 4}, max: {cpu: 4}, children: [
+  {name: a, attributes: {resourceflavors: tpu}, children: [{name: a.1, namespaces: [a]}]}]}`,
+			`ElasticQuotaTree team/draft is invalid: quota node "a": ResourceFlavor "tpu" does not exist`},
+		{"an update that keeps the missing flavor still obeys the library's rules", gone, `
+root: {name: root, min: {cpu: 4}, max: {cpu: 8}, children: [
+  {name: a, attributes: {resourceflavors: gpu}, children: [{name: a.1, namespaces: [a]}]}]}`,
+			`ElasticQuotaTree team/draft is invalid: quota node "root": root min cpu 4 differs from max cpu 8`},
+	}
+	decode := func(t *testing.T, spec string) *schedulingv1beta1.ElasticQuotaTree {
+		t.Helper()
+		tree := &schedulingv1beta1.ElasticQuotaTree{}
+		if err := yaml.UnmarshalStrict([]byte(spec), &tree.Spec); err != nil {
+			t.Fatal(err)
+		}
+		tree.Namespace, tree.Name = "team", "draft"
+		return tree
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tree := &schedulingv1beta1.ElasticQuotaTree{}
-			if err := yaml.UnmarshalStrict([]byte(tt.tree), &tree.Spec); err != nil {
-				t.Fatal(err)
+			var old *schedulingv1beta1.ElasticQuotaTree
+			if tt.old != "" {
+				old = decode(t, tt.old)
 			}
-			tree.Namespace, tree.Name = "team", "draft"
 			got := ""
-			if err := h.plugin.ReviewTree(h.ctx, tree); err != nil {
+			if err := h.plugin.ReviewTree(h.ctx, old, decode(t, tt.tree)); err != nil {
 				got = err.Error()
 			}
 			if got != tt.want {

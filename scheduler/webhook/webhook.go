@@ -19,6 +19,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
@@ -40,7 +41,11 @@ const (
 // Reviewer decides. A nil error admits; an error's text is the refusal the API
 // server returns to the writer.
 type Reviewer interface {
-	ReviewTree(ctx context.Context, tree *schedulingv1beta1.ElasticQuotaTree) error
+	// ReviewTree judges a created tree (old is nil) or an update whose spec
+	// differs from old's. Problems old already had with objects outside the
+	// tree, such as a ResourceFlavor deleted since, are ratcheted: they refuse
+	// only an update that adds them.
+	ReviewTree(ctx context.Context, old, tree *schedulingv1beta1.ElasticQuotaTree) error
 	ReviewResize(ctx context.Context, old, resized *corev1.Pod) error
 }
 
@@ -59,7 +64,21 @@ func Handler(reviewer func() Reviewer) http.Handler {
 			if err := json.Unmarshal(req.Object.Raw, &tree); err != nil {
 				return fmt.Errorf("decoding ElasticQuotaTree %s/%s: %w", req.Namespace, req.Name, err)
 			}
-			return rv.ReviewTree(ctx, &tree)
+			if req.Operation != admissionv1.Update {
+				return rv.ReviewTree(ctx, nil, &tree)
+			}
+			var old schedulingv1beta1.ElasticQuotaTree
+			if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+				return fmt.Errorf("decoding ElasticQuotaTree %s/%s before the update: %w", req.Namespace, req.Name, err)
+			}
+			if apiequality.Semantic.DeepEqual(old.Spec, tree.Spec) {
+				// Labels, annotations, finalizers, owner references, a re-apply
+				// of the same spec: nothing the tree's rules judge changed, and
+				// refusing would block the garbage collector and every
+				// controller that only touches metadata.
+				return nil
+			}
+			return rv.ReviewTree(ctx, &old, &tree)
 		})
 	})
 	mux.HandleFunc(ResizePath, func(w http.ResponseWriter, r *http.Request) {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
@@ -21,8 +22,12 @@ import (
 // records what it was asked.
 type recorder struct{ asked []string }
 
-func (r *recorder) ReviewTree(_ context.Context, tree *schedulingv1beta1.ElasticQuotaTree) error {
-	r.asked = append(r.asked, "tree "+tree.Namespace+"/"+tree.Name+" root "+tree.Spec.Root.Name)
+func (r *recorder) ReviewTree(_ context.Context, old, tree *schedulingv1beta1.ElasticQuotaTree) error {
+	asked := "tree " + tree.Namespace + "/" + tree.Name + " root " + tree.Spec.Root.Name
+	if old != nil {
+		asked += " was " + old.Spec.Root.Name
+	}
+	r.asked = append(r.asked, asked)
 	if tree.Name == "bad" {
 		return errors.New("quota node \"root\": root min cpu 4 differs from max cpu 8")
 	}
@@ -41,6 +46,8 @@ func (r *recorder) ReviewResize(_ context.Context, old, resized *corev1.Pod) err
 	return nil
 }
 
+// review is an AdmissionReview of a CREATE of obj, or of an UPDATE from old
+// when old is not nil.
 func review(t *testing.T, obj, old any) []byte {
 	t.Helper()
 	raw := func(v any) runtime.RawExtension {
@@ -53,7 +60,11 @@ func review(t *testing.T, obj, old any) []byte {
 		}
 		return runtime.RawExtension{Raw: b}
 	}
-	in := admissionv1.AdmissionReview{Request: &admissionv1.AdmissionRequest{UID: "req-1", Object: raw(obj), OldObject: raw(old)}}
+	op := admissionv1.Create
+	if old != nil {
+		op = admissionv1.Update
+	}
+	in := admissionv1.AdmissionReview{Request: &admissionv1.AdmissionRequest{UID: "req-1", Operation: op, Object: raw(obj), OldObject: raw(old)}}
 	in.APIVersion, in.Kind = "admission.k8s.io/v1", "AdmissionReview"
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -68,6 +79,17 @@ func TestHandler(t *testing.T) {
 		tr.Namespace, tr.Name = "kube-system", name
 		return tr
 	}
+	// labelled is tree("bad") with a label: a metadata-only update.
+	labelled := tree("bad")
+	labelled.Labels = map[string]string{"team": "a"}
+	labelled.Finalizers = []string{"foregroundDeletion"}
+	// edited is tree("bad") with a child: its spec changed.
+	edited := tree("bad")
+	edited.Spec.Root.Children = []schedulingv1beta1.ElasticQuotaSpec{{Name: "a"}}
+	// requantified writes the same quantity another way: not a change.
+	before, after := tree("bad"), tree("bad")
+	before.Spec.Root.Max = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	after.Spec.Root.Max = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000m")}
 	pod := func(name string) *corev1.Pod {
 		p := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 		p.Name = name
@@ -90,6 +112,14 @@ func TestHandler(t *testing.T) {
 		{"a valid tree", TreePath, review(t, tree("good"), nil), true, result{200, "req-1", true, 0, ""}, []string{"tree kube-system/good root root"}},
 		{"an invalid tree", TreePath, review(t, tree("bad"), nil), true,
 			result{200, "req-1", false, 403, `quota node "root": root min cpu 4 differs from max cpu 8`}, []string{"tree kube-system/bad root root"}},
+		{"an update that only labels the tree and adds a finalizer is not reviewed", TreePath, review(t, labelled, tree("bad")), true,
+			result{200, "req-1", true, 0, ""}, nil},
+		{"an update that writes the same quantities another way is not reviewed", TreePath, review(t, after, before), true,
+			result{200, "req-1", true, 0, ""}, nil},
+		{"an update that changes the spec is reviewed, with the old tree", TreePath, review(t, edited, tree("good")), true,
+			result{200, "req-1", false, 403, `quota node "root": root min cpu 4 differs from max cpu 8`}, []string{"tree kube-system/bad root root was root"}},
+		{"an update whose old object does not decode", TreePath, review(t, tree("good"), map[string]any{"spec": "root"}), true,
+			result{200, "req-1", false, 403, "decoding ElasticQuotaTree / before the update: json: cannot unmarshal string into Go struct field ElasticQuotaTree.spec of type v1beta1.ElasticQuotaTreeSpec"}, nil},
 		{"a resize", ResizePath, review(t, pod("small"), pod("small")), true, result{200, "req-1", true, 0, ""}, []string{"resize small c"}},
 		{"a refused resize", ResizePath, review(t, pod("big"), pod("big")), true, result{200, "req-1", false, 403, "too big"}, []string{"resize big c"}},
 		{"no scheduler behind it", TreePath, review(t, tree("good"), nil), false, result{HTTP: 503}, nil},
@@ -137,6 +167,8 @@ func TestHandler(t *testing.T) {
 func FuzzHandler(f *testing.F) {
 	f.Add([]byte(`{"request":{"uid":"1","object":{"spec":{"root":{"name":"r","children":[{"name":"c"}]}}}}}`), true)
 	f.Add([]byte(`{"request":{"uid":"1","object":{"spec":{"containers":[{"name":"c"}]}},"oldObject":null}}`), false)
+	f.Add([]byte(`{"request":{"uid":"1","operation":"UPDATE","object":{"spec":{"root":{"name":"r"}}},"oldObject":{"spec":{"root":{"name":"r","max":{"cpu":"1"}}}}}}`), true)
+	f.Add([]byte(`{"request":{"uid":"1","operation":"UPDATE","object":{"spec":{"root":{"name":"r"}}},"oldObject":7}}`), true)
 	f.Add([]byte(`{"request":null}`), true)
 	f.Fuzz(func(t *testing.T, body []byte, tree bool) {
 		path := ResizePath

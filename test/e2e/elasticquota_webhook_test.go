@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,6 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/localcluster"
@@ -208,4 +213,100 @@ func reportResources(t *testing.T, ctx context.Context, ns, name string) {
 	if _, err := pods.UpdateStatus(ctx, pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestElasticQuotaWebhookAfterFlavorDeleted: once a ResourceFlavor a tree
+// names is deleted, the writes that leave the spec alone (a label, a re-apply
+// of the same spec by another tool, the garbage collector ending a foreground
+// deletion) and an edit that keeps the reference where it was still go
+// through, as Kubernetes ratchets validation; an edit that names a missing
+// flavor anew is refused. The tree is outside kube-system: the webhook
+// judges it all the same, and nothing is enforced from it.
+func TestElasticQuotaWebhookAfterFlavorDeleted(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx, "")
+	flavorName := "e2e-gone-" + rand.String(5)
+	apply(t, ctx, []byte(fmt.Sprintf(`{apiVersion: kueue.x-k8s.io/v1beta1, kind: ResourceFlavor, metadata: {name: %s}, spec: {nodeLabels: {pool: gone}}}`, flavorName)))
+	flavors := cluster.Dynamic.Resource(resourceFlavors)
+	t.Cleanup(func() { _ = flavors.Delete(context.Background(), flavorName, metav1.DeleteOptions{}) })
+	manifest := func(leafMax, flavor string) []byte {
+		return []byte(fmt.Sprintf(`
+apiVersion: scheduling.sigs.k8s.io/v1beta1
+kind: ElasticQuotaTree
+metadata: {name: flavored, namespace: %s}
+spec:
+  root:
+    name: root
+    min: {cpu: 8}
+    max: {cpu: 8}
+    children:
+    - {name: pinned, namespaces: [%s], max: {cpu: %s}, attributes: {resourceflavors: %s}}
+`, ns, ns, leafMax, flavor))
+	}
+	apply(t, ctx, manifest("4", flavorName))
+	if err := flavors.Delete(ctx, flavorName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refusal := func(node, flavor string) string {
+		return fmt.Sprintf(`admission webhook "elasticquotatree.quotascale.io" denied the request: ElasticQuotaTree %s/flavored is invalid: `+
+			`quota node %q: ResourceFlavor %q does not exist`, ns, node, flavor)
+	}
+	waitFor(t, ctx, "the webhook to know the flavor is gone", func(ctx context.Context) error {
+		// A dry run of the same tree under another name is a create.
+		objs, err := localcluster.DecodeManifests(manifest("4", flavorName))
+		if err != nil {
+			return err
+		}
+		u := objs[0]
+		u.SetName("flavored-probe")
+		_, err = cluster.Dynamic.Resource(elasticQuotaTrees).Namespace(ns).Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if msg := apiStatusMessage(err); !strings.Contains(msg, fmt.Sprintf("ResourceFlavor %q does not exist", flavorName)) {
+			return fmt.Errorf("creating a tree naming the deleted flavor: %v", err)
+		}
+		return nil
+	})
+
+	trees := cluster.Dynamic.Resource(elasticQuotaTrees).Namespace(ns)
+	// kubectl label.
+	if _, err := trees.Patch(ctx, "flavored", types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"platform"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Errorf("labelling the tree: %s", apiStatusMessage(err))
+	}
+	// A re-apply of the same spec, by this test's field manager and by another
+	// tool's.
+	if _, err := cluster.Apply(ctx, manifest("4", flavorName)); err != nil {
+		t.Errorf("re-applying the same spec: %s", apiStatusMessage(err))
+	}
+	body, err := yaml.YAMLToJSON(manifest("4", flavorName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trees.Patch(ctx, "flavored", types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "argocd-controller", Force: ptr.To(true)}); err != nil {
+		t.Errorf("re-applying the same spec as another field manager: %s", apiStatusMessage(err))
+	}
+	// An edit that keeps the reference where it was is ratcheted.
+	if _, err := cluster.Apply(ctx, manifest("6", flavorName)); err != nil {
+		t.Errorf("raising the pinned leaf's max: %s", apiStatusMessage(err))
+	}
+	// Naming a missing flavor anew is refused.
+	other := "e2e-never-" + rand.String(5)
+	_, err = cluster.Apply(ctx, manifest("6", other))
+	if diff := cmp.Diff(refusal("pinned", other), apiStatusMessage(err)); diff != "" {
+		t.Errorf("pointing the leaf at another missing flavor (-want +got):\n%s", diff)
+	}
+
+	// kubectl delete --cascade=foreground: the garbage collector removes the
+	// foregroundDeletion finalizer with an update.
+	if err := trees.Delete(ctx, "flavored", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ctx, "the foreground deletion to finish", func(ctx context.Context) error {
+		got, err := trees.Get(ctx, "flavored", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("still there, being deleted since %v with finalizers %v", got.GetDeletionTimestamp(), got.GetFinalizers())
+	})
 }
