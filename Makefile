@@ -9,11 +9,11 @@ ARGS      ?=
 
 all: build
 
-# Version stamping (internal/version) of the programs `build` and `images` make;
+# Version stamping (pkg/version) of the programs `build` and `images` make;
 # override on the command line, e.g. `make build VERSION=v0.1.0 COMMIT=abc1234`.
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT      ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-VERSION_PKG := github.com/quotascale/quotascale/internal/version
+VERSION_PKG := github.com/quotascale/quotascale/pkg/version
 LDFLAGS      = -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Commit=$(COMMIT)
 # kube-scheduler --version is upstream's: the Kubernetes version it is built
 # from, with ours as build metadata, as vendors' distributions do.

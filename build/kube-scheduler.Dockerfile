@@ -32,7 +32,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     K8S_VERSION=$(go list -m -f '{{.Version}}' k8s.io/kubernetes) && \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -buildvcs=false \
-      -ldflags "-s -w -X github.com/quotascale/quotascale/internal/version.Version=${VERSION} -X github.com/quotascale/quotascale/internal/version.Commit=${COMMIT} -X k8s.io/component-base/version.gitVersion=${K8S_VERSION}+quotascale.${VERSION} -X k8s.io/component-base/version.gitCommit=${COMMIT}" \
+      -ldflags "-s -w -X github.com/quotascale/quotascale/pkg/version.Version=${VERSION} -X github.com/quotascale/quotascale/pkg/version.Commit=${COMMIT} -X k8s.io/component-base/version.gitVersion=${K8S_VERSION}+quotascale.${VERSION} -X k8s.io/component-base/version.gitCommit=${COMMIT}" \
       -o /out/kube-scheduler ./scheduler
 
 # distroless static: no shell, no package manager; runs as nonroot (65532).

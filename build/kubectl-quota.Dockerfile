@@ -29,7 +29,7 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -buildvcs=false \
-      -ldflags "-s -w -X github.com/quotascale/quotascale/internal/version.Version=${VERSION} -X github.com/quotascale/quotascale/internal/version.Commit=${COMMIT}" \
+      -ldflags "-s -w -X github.com/quotascale/quotascale/pkg/version.Version=${VERSION} -X github.com/quotascale/quotascale/pkg/version.Commit=${COMMIT}" \
       -o /out/kubectl-quota ./cmd/kubectl-quota
 
 # distroless static: no shell, no package manager; runs as nonroot (65532).

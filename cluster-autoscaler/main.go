@@ -21,7 +21,7 @@ import (
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/app"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
-	"github.com/quotascale/quotascale/internal/version"
+	"github.com/quotascale/quotascale/pkg/version"
 )
 
 func main() {

@@ -44,7 +44,7 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
 	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
-	"github.com/quotascale/quotascale/internal/typedinformer"
+	"github.com/quotascale/quotascale/pkg/typedinformer"
 	"github.com/quotascale/quotascale/processors"
 	"github.com/quotascale/quotascale/processors/capacityquota"
 	"github.com/quotascale/quotascale/processors/elasticquota"

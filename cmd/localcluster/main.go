@@ -26,8 +26,8 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/cmd/localcluster/demo"
 	"github.com/quotascale/quotascale/examples"
-	"github.com/quotascale/quotascale/internal/demo"
 	"github.com/quotascale/quotascale/localcluster"
 )
 

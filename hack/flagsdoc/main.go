@@ -6,8 +6,6 @@ package main
 import (
 	"fmt"
 	"os"
-
-	"github.com/quotascale/quotascale/internal/flagsdoc"
 )
 
 func main() {
@@ -18,16 +16,16 @@ func main() {
 }
 
 func run() error {
-	if err := os.WriteFile(flagsdoc.Path, flagsdoc.Render(), 0o644); err != nil {
+	if err := os.WriteFile(Path, Render(), 0o644); err != nil {
 		return err
 	}
-	doc, err := os.ReadFile(flagsdoc.MigrationPath)
+	doc, err := os.ReadFile(MigrationPath)
 	if err != nil {
 		return err
 	}
-	doc, err = flagsdoc.RenderMigration(doc)
+	doc, err = RenderMigration(doc)
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(flagsdoc.MigrationPath, doc, 0o644)
+	return os.WriteFile(MigrationPath, doc, 0o644)
 }

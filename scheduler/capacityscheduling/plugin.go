@@ -27,7 +27,7 @@ import (
 
 	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
-	"github.com/quotascale/quotascale/internal/typedinformer"
+	"github.com/quotascale/quotascale/pkg/typedinformer"
 	"github.com/quotascale/quotascale/quota/elastic"
 	"github.com/quotascale/quotascale/quota/resources"
 )

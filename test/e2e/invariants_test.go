@@ -16,7 +16,7 @@ import (
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
-	"github.com/quotascale/quotascale/internal/typedinformer"
+	"github.com/quotascale/quotascale/pkg/typedinformer"
 	"github.com/quotascale/quotascale/test/oracle"
 )
 

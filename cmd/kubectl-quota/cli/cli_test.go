@@ -12,7 +12,7 @@ import (
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
 	"github.com/quotascale/quotascale/cmd/kubectl-quota/internal/report"
-	"github.com/quotascale/quotascale/internal/version"
+	"github.com/quotascale/quotascale/pkg/version"
 )
 
 func run(t *testing.T, args ...string) (string, error) {

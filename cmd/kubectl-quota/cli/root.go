@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
-	"github.com/quotascale/quotascale/internal/version"
+	"github.com/quotascale/quotascale/pkg/version"
 )
 
 // Output formats of -o.

@@ -1,4 +1,4 @@
-package flagsdoc
+package main
 
 import (
 	"os"
@@ -8,7 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The test binary imports what hack/flagsdoc imports, so both see the same
+// The test binary is the command's own package, so both see the same
 // registered feature gates and global flags.
 func TestReferenceUpToDate(t *testing.T) {
 	got, err := os.ReadFile(filepath.Join("..", "..", Path))

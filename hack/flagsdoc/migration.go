@@ -1,4 +1,4 @@
-package flagsdoc
+package main
 
 import (
 	"bytes"

@@ -1,6 +1,6 @@
 // Package version is the build's version, stamped at link time:
 //
-//	go build -ldflags "-X github.com/quotascale/quotascale/internal/version.Version=v0.1.0 -X github.com/quotascale/quotascale/internal/version.Commit=$(git rev-parse --short HEAD)"
+//	go build -ldflags "-X github.com/quotascale/quotascale/pkg/version.Version=v0.1.0 -X github.com/quotascale/quotascale/pkg/version.Commit=$(git rev-parse --short HEAD)"
 package version
 
 import "fmt"

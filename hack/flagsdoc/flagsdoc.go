@@ -1,6 +1,7 @@
-// Package flagsdoc renders docs/flags.md from the flag sets the three binaries
-// parse, so the reference cannot drift from the programs.
-package flagsdoc
+// This file renders docs/flags.md from the flag sets the three binaries parse, so
+// the reference cannot drift from the programs.
+
+package main
 
 import (
 	"bytes"
