@@ -38,6 +38,7 @@ import (
 	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
 	"github.com/quotascale/quotascale/cloudprovider/kwok"
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	statusapi "github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/cluster-autoscaler/core"
 	"github.com/quotascale/quotascale/cluster-autoscaler/expander"
@@ -236,7 +237,7 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		// Events about the autoscaler itself go on its status ConfigMap, as
 		// upstream's, once it has been written.
 		var statusObject *corev1.ConfigMap
-		deps.WriteStatus = func(ctx context.Context, s clusterstate.Status, now time.Time) error {
+		deps.WriteStatus = func(ctx context.Context, s statusapi.Status, now time.Time) error {
 			cm, err := clusterstate.WriteStatusConfigMap(ctx, client, opts.Namespace, opts.StatusConfigMapName, s, now)
 			if err == nil {
 				statusObject = cm

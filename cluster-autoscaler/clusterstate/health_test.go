@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/quotascale/quotascale/cloudprovider"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 )
 
 // group is a node group that only has a name; health reads nothing else.
@@ -199,7 +200,7 @@ func TestStatusDocument(t *testing.T) {
 		n.Name = "unmanaged-" + n.Name
 	}
 	h := r.CheckHealth(defaultHealth, state, append(append(growing, sick...), unmanaged...))
-	previous := Status{ClusterWide: ClusterWideStatus{Health: HealthCondition{Status: Healthy, LastTransitionTime: metav1.NewTime(earlier)}}}
+	previous := api.Status{ClusterWide: api.ClusterWideStatus{Health: api.HealthCondition{Status: api.Healthy, LastTransitionTime: metav1.NewTime(earlier)}}}
 	doc, err := yaml.Marshal(r.Status(h, map[string]int{"sick": 1}, previous))
 	if err != nil {
 		t.Fatal(err)

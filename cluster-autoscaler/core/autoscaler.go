@@ -19,6 +19,7 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/cluster-autoscaler/expander"
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
@@ -41,7 +42,7 @@ type Deps struct {
 	Limiters          []processors.ScaleUpLimiter
 	StatusProcessors  []processors.ScaleUpStatusProcessor
 	// WriteStatus writes the status ConfigMap; nil when disabled.
-	WriteStatus func(ctx context.Context, status clusterstate.Status, now time.Time) error
+	WriteStatus func(ctx context.Context, status api.Status, now time.Time) error
 	// Event records an event about the autoscaler itself, on its status
 	// ConfigMap as upstream's; nil records none.
 	Event func(eventType, reason, message string)
@@ -72,7 +73,7 @@ type Autoscaler struct {
 	healthOptions        clusterstate.HealthOptions
 	similarity           similarity
 	// lastStatus is the status document last written.
-	lastStatus clusterstate.Status
+	lastStatus api.Status
 	// productive says the last loop scaled up or removed a node.
 	productive bool
 	// initializing, when set, is why the loop waits for the cluster: the
@@ -347,7 +348,7 @@ func (a *Autoscaler) writeStatus(ctx context.Context, health *clusterstate.Healt
 	}
 	a.lastStatus = a.registry.Status(health, unneeded, a.lastStatus)
 	if a.initializing != "" {
-		a.lastStatus = clusterstate.Status{AutoscalerStatus: clusterstate.Initializing, Message: a.initializing}
+		a.lastStatus = api.Status{AutoscalerStatus: api.Initializing, Message: a.initializing}
 	}
 	if err := a.WriteStatus(ctx, a.lastStatus, now); err != nil {
 		klog.FromContext(ctx).Error(err, "Writing the status ConfigMap")

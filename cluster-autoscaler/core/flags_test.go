@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/quotascale/quotascale/cloudprovider"
-	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 )
 
@@ -124,7 +124,7 @@ func runLoop(t *testing.T, f *loopFixture, opts func(o *config.Options)) *Autosc
 	}
 	a.similarity = newSimilarity(a.opts)
 	// The status is kept in lastStatus; nothing is written.
-	a.WriteStatus = func(context.Context, clusterstate.Status, time.Time) error { return nil }
+	a.WriteStatus = func(context.Context, api.Status, time.Time) error { return nil }
 	if err := a.RunOnce(context.Background(), time.Unix(1000, 0)); err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider/kwok"
 	"github.com/quotascale/quotascale/cluster-autoscaler/app"
-	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 )
 
@@ -269,11 +269,11 @@ func TestAutoscalerBacksOffFailingGroup(t *testing.T) {
 	// health is taken at the loop's start, when A's target still counts the
 	// failed instance, which that loop then removes. From the next loop A is
 	// at target 0 and backed off.
-	want := clusterstate.BackoffInfo{ErrorCode: "ZONE_RESOURCE_POOL_EXHAUSTED", ErrorMessage: "no capacity left in the zone"}
+	want := api.BackoffInfo{ErrorCode: "ZONE_RESOURCE_POOL_EXHAUSTED", ErrorMessage: "no capacity left in the zone"}
 	waitFor(t, ctx, "group A in backoff on the status ConfigMap", func(ctx context.Context) error {
 		a.loop(t, ctx)
 		groupA := groupStatus(t, ctx, "e2e-kwok-fail-a")
-		if groupA.ScaleUp.Status != clusterstate.Backoff || groupA.ScaleUp.BackoffInfo != want {
+		if groupA.ScaleUp.Status != api.Backoff || groupA.ScaleUp.BackoffInfo != want {
 			return fmt.Errorf("group A scale-up status %+v, want Backoff with %+v", groupA.ScaleUp, want)
 		}
 		return nil
@@ -291,13 +291,13 @@ func TestAutoscalerBacksOffFailingGroup(t *testing.T) {
 }
 
 // groupStatus reads a node group's entry of the status ConfigMap.
-func groupStatus(t *testing.T, ctx context.Context, group string) *clusterstate.NodeGroupStatus {
+func groupStatus(t *testing.T, ctx context.Context, group string) *api.NodeGroupStatus {
 	t.Helper()
-	cm, err := cluster.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, clusterstate.StatusConfigMapName, metav1.GetOptions{})
+	cm, err := cluster.Client.CoreV1().ConfigMaps("kube-system").Get(ctx, api.StatusConfigMapName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	status, err := clusterstate.ParseStatus(cm.Data[clusterstate.StatusConfigMapKey])
+	status, err := api.ParseStatus(cm.Data[api.StatusConfigMapKey])
 	if err != nil {
 		t.Fatal(err)
 	}

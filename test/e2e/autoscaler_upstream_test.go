@@ -34,7 +34,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 )
 
 // upstreamRBAC are upstream's chart's ClusterRole and Role (test data), and the
@@ -383,7 +383,7 @@ func TestUpstreamChartArguments(t *testing.T) {
 			kubeconfig := chartServiceAccount(t, ctx, ns, extra, nil, kwokState)
 			addr := freeAddress(t)
 			p := startBinary(t, append(args, "--kubeconfig="+kubeconfig, "--address="+addr)...)
-			statusName := clusterstate.StatusConfigMapName
+			statusName := api.StatusConfigMapName
 			waitFor(t, ctx, "a healthy leader that wrote its status", func(ctx context.Context) error {
 				select {
 				case <-p.exited:
@@ -398,15 +398,15 @@ func TestUpstreamChartArguments(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				s, err := clusterstate.ParseStatus(cm.Data[clusterstate.StatusConfigMapKey])
+				s, err := api.ParseStatus(cm.Data[api.StatusConfigMapKey])
 				if err != nil {
 					return err
 				}
-				if s.AutoscalerStatus != clusterstate.Running || s.ClusterWide.Health.Status != clusterstate.Healthy {
+				if s.AutoscalerStatus != api.Running || s.ClusterWide.Health.Status != api.Healthy {
 					return fmt.Errorf("status %s, health %q", s.AutoscalerStatus, s.ClusterWide.Health.Status)
 				}
-				if cm.Annotations[clusterstate.LastUpdatedAnnotation] != s.Time {
-					return fmt.Errorf("last-updated %q, time %q", cm.Annotations[clusterstate.LastUpdatedAnnotation], s.Time)
+				if cm.Annotations[api.LastUpdatedAnnotation] != s.Time {
+					return fmt.Errorf("last-updated %q, time %q", cm.Annotations[api.LastUpdatedAnnotation], s.Time)
 				}
 				return nil
 			})
@@ -481,7 +481,7 @@ func TestMissingRBACExits(t *testing.T) {
 			if diff := cmp.Diff(tc.want, denied, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 				t.Errorf("requests named as denied (-want +got):\n%s\n%s", diff, p.out.String())
 			}
-			if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, clusterstate.StatusConfigMapName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			if _, err := cluster.Client.CoreV1().ConfigMaps(ns).Get(ctx, api.StatusConfigMapName, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 				t.Errorf("a status ConfigMap was written: %v", err)
 			}
 		})

@@ -18,7 +18,7 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
 	"github.com/quotascale/quotascale/cluster-autoscaler/app"
-	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/localcluster"
 )
@@ -246,9 +246,9 @@ spec:
 		t.Errorf("replicas (-want +got):\n%s", diff)
 	}
 	failingStatus := groupStatus(t, ctx, e.groupID("a-failing"))
-	want := clusterstate.BackoffInfo{ErrorCode: "InsufficientResourcesMachineError",
+	want := api.BackoffInfo{ErrorCode: "InsufficientResourcesMachineError",
 		ErrorMessage: `Failure detected from referenced resource infrastructure.cluster.x-k8s.io/v1alpha1, Kind=KwokMachine with name "`}
-	if failingStatus.ScaleUp.Status != clusterstate.Backoff ||
+	if failingStatus.ScaleUp.Status != api.Backoff ||
 		failingStatus.ScaleUp.BackoffInfo.ErrorCode != want.ErrorCode ||
 		!strings.HasPrefix(failingStatus.ScaleUp.BackoffInfo.ErrorMessage, want.ErrorMessage) ||
 		!strings.HasSuffix(failingStatus.ScaleUp.BackoffInfo.ErrorMessage, "STOCKOUT: no machines left in the zone") {

@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 	"github.com/quotascale/quotascale/cmd/kubectl-quota/internal/report"
 	"github.com/quotascale/quotascale/pkg/version"
 )
@@ -146,7 +146,7 @@ nodeGroups:
 // backoff and health of each group, and the cluster's health.
 func TestAutoscalerStatus(t *testing.T) {
 	written := time.Date(2026, 11, 30, 12, 0, 0, 123000000, time.UTC)
-	doc, err := clusterstate.ParseStatus(upstreamStatusDocument)
+	doc, err := api.ParseStatus(upstreamStatusDocument)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestAutoscalerStatus(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("autoscaler status (-want +got):\n%s", diff)
 	}
-	if got := autoscalerStatus("x", clusterstate.Status{Time: "not a time"}); !got.Time.IsZero() || got.NodeGroups != nil {
+	if got := autoscalerStatus("x", api.Status{Time: "not a time"}); !got.Time.IsZero() || got.NodeGroups != nil {
 		t.Errorf("an unparsable time: %+v", got)
 	}
 }

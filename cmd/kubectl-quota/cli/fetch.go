@@ -16,7 +16,7 @@ import (
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
-	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 	"github.com/quotascale/quotascale/cmd/kubectl-quota/internal/report"
 )
 
@@ -26,7 +26,7 @@ var (
 )
 
 // statusTimeLayout is how the autoscaler writes the status document's time.
-const statusTimeLayout = clusterstate.StatusTimeLayout
+const statusTimeLayout = api.StatusTimeLayout
 
 // reader fills a report.Snapshot. A piece it cannot read becomes a note, not an
 // error: an explanation over what is readable beats none.
@@ -149,12 +149,12 @@ func (r *reader) autoscaler(ctx context.Context, namespace, name string) {
 		r.unreadable("reading the autoscaler status "+source, schema.GroupVersionResource{}, err)
 		return
 	}
-	doc, ok := cm.Data[clusterstate.StatusConfigMapKey]
+	doc, ok := cm.Data[api.StatusConfigMapKey]
 	if !ok {
-		r.note("autoscaler status %s has no %q key", source, clusterstate.StatusConfigMapKey)
+		r.note("autoscaler status %s has no %q key", source, api.StatusConfigMapKey)
 		return
 	}
-	status, err := clusterstate.ParseStatus(doc)
+	status, err := api.ParseStatus(doc)
 	if err != nil {
 		r.note("autoscaler status %s: %v", source, err)
 		return
@@ -163,12 +163,12 @@ func (r *reader) autoscaler(ctx context.Context, namespace, name string) {
 }
 
 // autoscalerStatus keeps what kubectl-quota uses of the status document.
-func autoscalerStatus(source string, s clusterstate.Status) *report.AutoscalerStatus {
+func autoscalerStatus(source string, s api.Status) *report.AutoscalerStatus {
 	out := &report.AutoscalerStatus{Source: source}
 	if t, err := time.Parse(statusTimeLayout, s.Time); err == nil {
 		out.Time = t
 	}
-	if h := s.ClusterWide.Health; h.Status == clusterstate.Unhealthy {
+	if h := s.ClusterWide.Health; h.Status == api.Unhealthy {
 		out.Unhealthy = fmt.Sprintf("%d of %d registered nodes are unready", h.NodeCounts.Registered.Unready.Total, h.NodeCounts.Registered.Total)
 	}
 	for _, g := range s.NodeGroups {
@@ -179,10 +179,10 @@ func autoscalerStatus(source string, s clusterstate.Status) *report.AutoscalerSt
 			Target:     g.Health.CloudProviderTarget,
 			Registered: g.Health.NodeCounts.Registered.Total,
 		}
-		if h := g.Health; h.Status == clusterstate.Unhealthy {
+		if h := g.Health; h.Status == api.Unhealthy {
 			ng.Unhealthy = fmt.Sprintf("%d of its %d nodes are ready (target %d)", h.NodeCounts.Registered.Ready, h.NodeCounts.Registered.Total, h.CloudProviderTarget)
 		}
-		if g.ScaleUp.Status == clusterstate.Backoff {
+		if g.ScaleUp.Status == api.Backoff {
 			ng.Backoff = g.ScaleUp.BackoffInfo.ErrorCode
 			if msg := g.ScaleUp.BackoffInfo.ErrorMessage; msg != "" {
 				ng.Backoff += ": " + msg

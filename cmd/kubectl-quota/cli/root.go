@@ -15,7 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
-	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 	"github.com/quotascale/quotascale/pkg/version"
 )
 
@@ -44,7 +44,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		streams:             streams,
 		output:              OutputTable,
 		autoscalerNamespace: "kube-system",
-		autoscalerStatus:    clusterstate.StatusConfigMapName,
+		autoscalerStatus:    api.StatusConfigMapName,
 		now:                 time.Now,
 	}
 	root := &cobra.Command{

@@ -1,4 +1,4 @@
-package clusterstate
+package api
 
 import (
 	"strings"
@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// sampleStatus is a document as WriteStatusConfigMap writes it, with every
+// sampleStatus is a document as the autoscaler writes it, with every
 // field set, so the fuzzer starts from the real shape.
 func sampleStatus(t testing.TB) string {
 	t.Helper()
@@ -51,7 +51,7 @@ func TestParseStatusBadInput(t *testing.T) {
 		{"a probe time that is not RFC 3339", "clusterWide: {health: {lastProbeTime: yesterday}}",
 			`decoding the autoscaler status: error unmarshaling JSON: while decoding JSON: parsing time "yesterday" as "2006-01-02T15:04:05Z07:00": cannot parse "yesterday" as "2006"`},
 		{"node groups as a map", "nodeGroups: {a: 1}",
-			"decoding the autoscaler status: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal object into Go struct field Status.nodeGroups of type []clusterstate.NodeGroupStatus"},
+			"decoding the autoscaler status: error unmarshaling JSON: while decoding JSON: json: cannot unmarshal object into Go struct field Status.nodeGroups of type []api.NodeGroupStatus"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseStatus(tc.doc)
