@@ -186,7 +186,7 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 	}
 	if c.holds[pod.UID] != nil {
 		// The preemptor is bound: the reclaim is complete.
-		c.metrics.reclaim(c.holds[pod.UID].leaf, reclaimPlaced)
+		c.reclaimLocked(c.holds[pod.UID].leaf, reclaimPlaced)
 		c.endHoldLocked(pod.UID)
 	}
 	if c.tree.AddPod(pod) {
@@ -277,7 +277,7 @@ func (c *quotaCache) sweepHolds() {
 	now := c.clock.Now()
 	for preemptor, h := range c.holds {
 		if now.Sub(h.started) > holdTTL {
-			c.metrics.reclaim(h.leaf, reclaimExpired)
+			c.reclaimLocked(h.leaf, reclaimExpired)
 			c.endHoldLocked(preemptor)
 		}
 	}
@@ -313,6 +313,7 @@ func (c *quotaCache) setTreeLocked(logger klog.Logger, t *elastic.Tree) {
 		c.holds = map[types.UID]*hold{}
 		clear(c.refused)
 	}
+	c.forgetNodesLocked(c.tree, t)
 	c.tree = t
 	c.changed = true
 }

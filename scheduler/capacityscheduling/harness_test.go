@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clientfeatures "k8s.io/client-go/features"
@@ -45,6 +46,7 @@ import (
 	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/pkg/typedinformer"
+	"github.com/quotascale/quotascale/quota/elastic"
 )
 
 // The plugin's unit tests run it inside a real scheduling framework
@@ -213,6 +215,18 @@ func treeObject(t testing.TB, spec string) *schedulingv1beta1.ElasticQuotaTree {
 	tree.APIVersion, tree.Kind = schedulingv1beta1.SchemeGroupVersion.String(), "ElasticQuotaTree"
 	tree.Namespace, tree.Name, tree.UID, tree.Generation = schedulingv1beta1.EnforcedNamespace, "elasticquotatree", "tree-uid", 1
 	return tree
+}
+
+// waitForTree waits until the tree in force (nil for none) satisfies cond.
+func (h *harness) waitForTree(what string, cond func(*elastic.Tree) bool) {
+	h.t.Helper()
+	if err := wait.PollUntilContextTimeout(h.ctx, 10*time.Millisecond, wait.ForeverTestTimeout, true, func(context.Context) (bool, error) {
+		h.plugin.cache.mu.Lock()
+		defer h.plugin.cache.mu.Unlock()
+		return cond(h.plugin.cache.tree), nil
+	}); err != nil {
+		h.t.Fatalf("waiting for %s: %v", what, err)
+	}
 }
 
 // victims are the pods preempted so far, sorted.

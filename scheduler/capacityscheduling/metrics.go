@@ -114,10 +114,46 @@ func (c *quotaCache) decidedLocked(pod types.UID, v elastic.Verdict) {
 	c.refused[pod] = blocked
 }
 
+// forgetNodesLocked deletes the counter series of the quota nodes of prev
+// that next lacks (all of them when next is nil): the series of a node that
+// left the tree in force would otherwise be exported for as long as the
+// scheduler runs. The gauges need nothing: they are read off the tree in force
+// at scrape time. The caller holds the cache's lock.
+func (c *quotaCache) forgetNodesLocked(prev, next *elastic.Tree) {
+	if c.metrics == nil || prev == nil {
+		return
+	}
+	for _, n := range prev.Nodes() {
+		name := n.Name()
+		if next != nil {
+			if _, kept := next.Node(name); kept {
+				continue
+			}
+		}
+		delete(c.admitted, name)
+		node := map[string]string{"quota_node": name}
+		admittedTotal.DeletePartialMatch(node)
+		refusedTotal.DeletePartialMatch(node)
+		reclaimsTotal.DeletePartialMatch(node)
+	}
+}
+
 // quotaResource is one resource of one quota node.
 type quotaResource struct {
 	node     string
 	resource corev1.ResourceName
+}
+
+// reclaimLocked counts a reclaim's result while its leaf is in the tree in
+// force: a series for a node that already left would never be deleted. The
+// caller holds the cache's lock.
+func (c *quotaCache) reclaimLocked(leaf, result string) {
+	if c.tree == nil {
+		return
+	}
+	if _, ok := c.tree.Node(leaf); ok {
+		c.metrics.reclaim(leaf, result)
+	}
 }
 
 func (m *pluginMetrics) reclaim(leaf, result string) {
