@@ -6,8 +6,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quotascale/quotascale/cmd/kubectl-quota/internal/report"
 	"github.com/quotascale/quotascale/quota/elastic"
@@ -67,12 +65,9 @@ func (o *options) explain(cmd *cobra.Command, name string, top int) error {
 	if err != nil {
 		return err
 	}
-	pod, err := r.kube.CoreV1().Pods(r.namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("pod %s/%s not found", r.namespace, name)
-	}
+	pod, err := r.pod(ctx, name)
 	if err != nil {
-		return fmt.Errorf("reading pod %s/%s: %w", r.namespace, name, err)
+		return err
 	}
 	r.trees(ctx, false)
 	if elastic.InForce(r.snap.Trees) != nil {

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
@@ -23,6 +22,12 @@ import (
 var (
 	treesResource  = schedulingv1beta1.SchemeGroupVersion.WithResource("elasticquotatrees")
 	quotasResource = autoscalingv1beta1.SchemeGroupVersion.WithResource("capacityquotas")
+	// The built-in kinds are read through the dynamic client too: the typed
+	// clientset would link every API group's client and apply configurations.
+	podsResource       = corev1.SchemeGroupVersion.WithResource("pods")
+	nodesResource      = corev1.SchemeGroupVersion.WithResource("nodes")
+	configMapsResource = corev1.SchemeGroupVersion.WithResource("configmaps")
+	eventsResource     = corev1.SchemeGroupVersion.WithResource("events")
 )
 
 // statusTimeLayout is how the autoscaler writes the status document's time.
@@ -31,30 +36,26 @@ const statusTimeLayout = api.StatusTimeLayout
 // reader fills a report.Snapshot. A piece it cannot read becomes a note, not an
 // error: an explanation over what is readable beats none.
 type reader struct {
-	kube      kubernetes.Interface
 	dyn       dynamic.Interface
 	namespace string
 	snap      report.Snapshot
 }
 
 func (o *options) newReader() (*reader, error) {
-	config, err := o.config.ToRESTConfig()
+	loader := o.config.clientConfig()
+	config, err := loader.ClientConfig()
 	if err != nil {
 		return nil, fmt.Errorf("reading the kubeconfig: %w", err)
 	}
-	kube, err := kubernetes.NewForConfig(config)
+	dyn, err := dynamic.NewForConfig(config)
 	if err != nil {
 		return nil, fmt.Errorf("creating the client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(config)
-	if err != nil {
-		return nil, fmt.Errorf("creating the dynamic client: %w", err)
-	}
-	namespace, _, err := o.config.ToRawKubeConfigLoader().Namespace()
+	namespace, _, err := loader.Namespace()
 	if err != nil {
 		return nil, fmt.Errorf("reading the namespace from the kubeconfig: %w", err)
 	}
-	return &reader{kube: kube, dyn: dyn, namespace: namespace, snap: report.Snapshot{Now: o.now()}}, nil
+	return &reader{dyn: dyn, namespace: namespace, snap: report.Snapshot{Now: o.now()}}, nil
 }
 
 func (r *reader) note(format string, args ...any) {
@@ -73,6 +74,22 @@ func (r *reader) unreadable(what string, gvr schema.GroupVersionResource, err er
 	}
 }
 
+// pod reads the pod to explain, from the reader's namespace.
+func (r *reader) pod(ctx context.Context, name string) (*corev1.Pod, error) {
+	u, err := r.dyn.Resource(podsResource).Namespace(r.namespace).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("pod %s/%s not found", r.namespace, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading pod %s/%s: %w", r.namespace, name, err)
+	}
+	pod := &corev1.Pod{}
+	if err := fromUnstructured(u, pod); err != nil {
+		return nil, err
+	}
+	return pod, nil
+}
+
 // trees reads the ElasticQuotaTrees of kube-system, or of every namespace.
 func (r *reader) trees(ctx context.Context, all bool) {
 	namespace := schedulingv1beta1.EnforcedNamespace
@@ -84,40 +101,29 @@ func (r *reader) trees(ctx context.Context, all bool) {
 		r.unreadable("listing ElasticQuotaTrees", treesResource, err)
 		return
 	}
-	for i := range list.Items {
-		t := &schedulingv1beta1.ElasticQuotaTree{}
-		if err := fromUnstructured(&list.Items[i], t); err != nil {
-			r.note("%v", err)
-			continue
-		}
-		r.snap.Trees = append(r.snap.Trees, t)
-	}
+	r.snap.Trees = convertAll[schedulingv1beta1.ElasticQuotaTree](r, list)
 }
 
 // boundPods reads the pods charged to quotas: bound and not finished.
 func (r *reader) boundPods(ctx context.Context) {
-	list, err := r.kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
+	list, err := r.dyn.Resource(podsResource).Namespace(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed",
 	})
 	if err != nil {
 		r.unreadable("listing bound pods (usage and contributors are incomplete)", schema.GroupVersionResource{}, err)
 		return
 	}
-	for i := range list.Items {
-		r.snap.Pods = append(r.snap.Pods, &list.Items[i])
-	}
+	r.snap.Pods = convertAll[corev1.Pod](r, list)
 }
 
 func (r *reader) nodes(ctx context.Context) {
-	list, err := r.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	list, err := r.dyn.Resource(nodesResource).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		r.unreadable("listing nodes", schema.GroupVersionResource{}, err)
 		return
 	}
 	r.snap.NodesListed = true
-	for i := range list.Items {
-		r.snap.Nodes = append(r.snap.Nodes, &list.Items[i])
-	}
+	r.snap.Nodes = convertAll[corev1.Node](r, list)
 }
 
 func (r *reader) quotas(ctx context.Context) {
@@ -126,27 +132,25 @@ func (r *reader) quotas(ctx context.Context) {
 		r.unreadable("listing CapacityQuotas", quotasResource, err)
 		return
 	}
-	for i := range list.Items {
-		q := &autoscalingv1beta1.CapacityQuota{}
-		if err := fromUnstructured(&list.Items[i], q); err != nil {
-			r.note("%v", err)
-			continue
-		}
-		r.snap.Quotas = append(r.snap.Quotas, q)
-	}
+	r.snap.Quotas = convertAll[autoscalingv1beta1.CapacityQuota](r, list)
 }
 
 // autoscaler reads the cluster autoscaler's status ConfigMap, upstream's format,
 // so node groups are known whatever the cloud provider.
 func (r *reader) autoscaler(ctx context.Context, namespace, name string) {
 	source := fmt.Sprintf("ConfigMap %s/%s", namespace, name)
-	cm, err := r.kube.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
+	u, err := r.dyn.Resource(configMapsResource).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		r.note("autoscaler status not found (no %s): node groups and upcoming nodes are unknown", source)
 		return
 	}
 	if err != nil {
 		r.unreadable("reading the autoscaler status "+source, schema.GroupVersionResource{}, err)
+		return
+	}
+	cm := &corev1.ConfigMap{}
+	if err := fromUnstructured(u, cm); err != nil {
+		r.note("%v", err)
 		return
 	}
 	doc, ok := cm.Data[api.StatusConfigMapKey]
@@ -195,16 +199,29 @@ func autoscalerStatus(source string, s api.Status) *report.AutoscalerStatus {
 
 // podEvents reads the events about one pod.
 func (r *reader) podEvents(ctx context.Context, pod *corev1.Pod) {
-	list, err := r.kube.CoreV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+	list, err := r.dyn.Resource(eventsResource).Namespace(pod.Namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: "involvedObject.kind=Pod,involvedObject.name=" + pod.Name,
 	})
 	if err != nil {
 		r.unreadable("listing the pod's events", schema.GroupVersionResource{}, err)
 		return
 	}
+	r.snap.Events = convertAll[corev1.Event](r, list)
+}
+
+// convertAll converts a list's items to T; an item that does not convert
+// becomes a note.
+func convertAll[T any](r *reader, list *unstructured.UnstructuredList) []*T {
+	var out []*T
 	for i := range list.Items {
-		r.snap.Events = append(r.snap.Events, &list.Items[i])
+		obj := new(T)
+		if err := fromUnstructured(&list.Items[i], obj); err != nil {
+			r.note("%v", err)
+			continue
+		}
+		out = append(out, obj)
 	}
+	return out
 }
 
 func fromUnstructured(u *unstructured.Unstructured, into any) error {

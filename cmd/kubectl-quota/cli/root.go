@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"sigs.k8s.io/yaml"
 
@@ -28,7 +27,7 @@ const (
 
 // options are the flags every command shares.
 type options struct {
-	config              *genericclioptions.ConfigFlags
+	config              *connection
 	streams             genericiooptions.IOStreams
 	output              string
 	autoscalerNamespace string
@@ -40,7 +39,7 @@ type options struct {
 // run it in-process and read what a user would see.
 func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{
-		config:              genericclioptions.NewConfigFlags(true),
+		config:              &connection{},
 		streams:             streams,
 		output:              OutputTable,
 		autoscalerNamespace: "kube-system",
@@ -73,7 +72,7 @@ Answers are best-effort over what can be read; missing data is listed under NOTE
 	root.SetVersionTemplate("kubectl-quota {{.Version}}\n")
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
-	o.config.AddFlags(root.PersistentFlags())
+	o.config.addFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", o.output, "Output format: table, json or yaml.")
 	root.PersistentFlags().StringVar(&o.autoscalerNamespace, "autoscaler-namespace", o.autoscalerNamespace,
 		"Namespace of the cluster autoscaler's status ConfigMap (its --namespace).")
