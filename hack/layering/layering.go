@@ -3,10 +3,11 @@
 // cannot drift from the code, because the test reads the one to judge the other.
 //
 // A cell of that column lists what a row's packages may import besides the
-// standard library and their own row: backticked module folders (`quota/`),
-// backticked library path prefixes (`k8s.io/client-go`), and the words
-// "any library" (every import from outside the module) or "anything". A package
-// belongs to the row with the longest path that contains it.
+// standard library and their own row: backticked module folders (`quota/`,
+// `cluster-autoscaler/config`: the packages in and below them), backticked
+// library path prefixes (`k8s.io/client-go`: a domain comes first), and the
+// words "any library" (every import from outside the module) or "anything". A
+// package belongs to the row with the longest path that contains it.
 package layering
 
 import (
@@ -22,7 +23,8 @@ import (
 type Rule struct {
 	// Path is the row's module folder, ending in "/".
 	Path string
-	// Folders are the module folders the row may import, each ending in "/".
+	// Folders are the module folders whose packages, and those below, the row
+	// may import; each ends in "/".
 	Folders []string
 	// Libraries are the path prefixes of the outside libraries it may import.
 	Libraries []string
@@ -107,8 +109,10 @@ func parseRow(cells []string, column int) (Rule, bool, error) {
 		Anything:   strings.Contains(cell, "anything"),
 	}
 	for _, m := range backticked.FindAllStringSubmatch(cell, -1) {
-		if strings.HasSuffix(m[1], "/") {
-			rule.Folders = append(rule.Folders, m[1])
+		// A library's path starts with a domain; a folder of the module's
+		// does not, as the standard library's do not.
+		if isStandard(m[1]) {
+			rule.Folders = append(rule.Folders, folder(m[1]))
 		} else {
 			rule.Libraries = append(rule.Libraries, m[1])
 		}
@@ -164,12 +168,13 @@ func forbidden(module string, rules []Rule, rule Rule, imp string) string {
 	case target.Path == rule.Path:
 		return ""
 	}
+	rel := strings.TrimPrefix(imp, module+"/") + "/"
 	for _, f := range rule.Folders {
-		if f == target.Path {
+		if strings.HasPrefix(rel, f) {
 			return ""
 		}
 	}
-	return "row " + target.Path + " is not one its row may import"
+	return "its row does not list " + target.Path + " or a folder holding it"
 }
 
 // ruleOf finds the row with the longest path that holds the package.

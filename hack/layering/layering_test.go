@@ -109,6 +109,7 @@ const table = "# Title\n\n## Layout (what lives where)\n\n" +
 	"| `apis/<group>/<version>/` | types | `k8s.io/apimachinery` |\n" +
 	"| `quota/` | arithmetic | `apis/`, `k8s.io/api`, `k8s.io/apimachinery` |\n" +
 	"| `cluster-autoscaler/` | the loop | `quota/`, any library |\n" +
+	"| `cloudprovider/` | providers | `cluster-autoscaler/config`, `k8s.io/client-go` |\n" +
 	"| `test/` | tests | anything |\n" +
 	"| `docs/` | documents | |\n\n" +
 	"## Next\n\n| path | may import |\n| --- | --- |\n| `other/` | anything |\n"
@@ -122,6 +123,7 @@ func TestParseRules(t *testing.T) {
 		{Path: "apis/", Libraries: []string{"k8s.io/apimachinery"}},
 		{Path: "quota/", Folders: []string{"apis/"}, Libraries: []string{"k8s.io/api", "k8s.io/apimachinery"}},
 		{Path: "cluster-autoscaler/", Folders: []string{"quota/"}, AnyLibrary: true},
+		{Path: "cloudprovider/", Folders: []string{"cluster-autoscaler/config/"}, Libraries: []string{"k8s.io/client-go"}},
 		{Path: "test/", Anything: true},
 	}
 	if diff := gocmp.Diff(want, got); diff != "" {
@@ -145,12 +147,15 @@ func TestCheck(t *testing.T) {
 		{ImportPath: m + "/cluster-autoscaler/core", Imports: []string{m + "/quota/tree", "github.com/any/lib", m + "/test/e2e", m + "/tools/x"}},
 		{ImportPath: m + "/test/e2e", Imports: []string{m + "/cluster-autoscaler/core", "anything.io/x"}},
 		{ImportPath: m + "/tools/x"},
+		{ImportPath: m + "/cloudprovider/kwok", Imports: []string{m + "/cluster-autoscaler/config", m + "/cluster-autoscaler/configs", m + "/cluster-autoscaler/core"}},
 	}
 	want := []string{
 		m + "/apis/v1 (row apis/) imports k8s.io/api/core/v1: a library its row does not list",
-		m + "/cluster-autoscaler/core (row cluster-autoscaler/) imports " + m + "/test/e2e: row test/ is not one its row may import",
+		m + "/cloudprovider/kwok (row cloudprovider/) imports " + m + "/cluster-autoscaler/configs: its row does not list cluster-autoscaler/ or a folder holding it",
+		m + "/cloudprovider/kwok (row cloudprovider/) imports " + m + "/cluster-autoscaler/core: its row does not list cluster-autoscaler/ or a folder holding it",
+		m + "/cluster-autoscaler/core (row cluster-autoscaler/) imports " + m + "/test/e2e: its row does not list test/ or a folder holding it",
 		m + "/cluster-autoscaler/core (row cluster-autoscaler/) imports " + m + "/tools/x: a package in no row",
-		m + "/quota/tree (row quota/) imports " + m + "/cluster-autoscaler/core: row cluster-autoscaler/ is not one its row may import",
+		m + "/quota/tree (row quota/) imports " + m + "/cluster-autoscaler/core: its row does not list cluster-autoscaler/ or a folder holding it",
 		m + "/quota/tree (row quota/) imports k8s.io/apiserver/pkg/server: a library its row does not list",
 		m + "/tools/x: in no row of the layout table",
 	}
