@@ -83,7 +83,8 @@ generate:
 	cp apis/crds/*.yaml charts/quotascale/crds/
 	$(GO) run ./hack/flagsdoc
 
-## local-up: run the in-process control plane until Ctrl-C; ARGS="--nodes=3 --node-cpu=8"
+## local-up: run the in-process control plane until Ctrl-C; ARGS="--nodes=3 --node-cpu=8",
+## ARGS="--autoscaler=false" for the cluster-autoscaler binary, cluster-autoscaler flags after --
 local-up:
 	$(GO) run ./cmd/localcluster $(ARGS)
 

@@ -26,12 +26,7 @@ func (c *Cluster) StartAutoscaler(ctx context.Context, opts config.Options) (a *
 	stopCloud := func() {}
 	if opts.CloudProviderName == "" || opts.CloudProviderName == kwok.ProviderName {
 		opts.CloudProviderName = kwok.ProviderName
-		source, err := kwok.ParseSourceRef(opts.CloudConfig, c.Client)
-		if err != nil {
-			return nil, nil, fmt.Errorf("node group config: %w", err)
-		}
-		ns, name, _ := strings.Cut(opts.KwokState, "/")
-		if stopCloud, err = c.StartKwokCloud(ctx, kwok.Options{Config: source, StateNamespace: ns, StateName: name}); err != nil {
+		if stopCloud, err = c.startKwokInfrastructure(ctx, opts); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -55,4 +50,16 @@ func (c *Cluster) StartAutoscaler(ctx context.Context, opts config.Options) (a *
 			stopCloud()
 		})
 	}, nil
+}
+
+// startKwokInfrastructure starts the kwok cloud behind the kwok provider of
+// opts: the same node groups (--cloud-config) and state ConfigMap
+// (--kwok-state-configmap).
+func (c *Cluster) startKwokInfrastructure(ctx context.Context, opts config.Options) (stop func(), err error) {
+	source, err := kwok.ParseSourceRef(opts.CloudConfig, c.Client)
+	if err != nil {
+		return nil, fmt.Errorf("node group config: %w", err)
+	}
+	ns, name, _ := strings.Cut(opts.KwokState, "/")
+	return c.StartKwokCloud(ctx, kwok.Options{Config: source, StateNamespace: ns, StateName: name})
 }

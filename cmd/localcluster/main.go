@@ -7,11 +7,16 @@
 // well, Cluster API's own controllers run instead, the node groups become
 // MachineDeployments of a Cluster, and the autoscaler uses the clusterapi
 // provider. With --demo it plays the product documents' scenarios (`make
-// demo`), on Cluster API unless --cluster-api=false.
+// demo`), on Cluster API unless --cluster-api=false. With --autoscaler=false the
+// node groups and their infrastructure run without the autoscaler, and the
+// command line that runs the cluster-autoscaler binary against them is
+// printed. Flags after -- are the cluster autoscaler's, in process or in that
+// command line.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -21,11 +26,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
-	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/cmd/localcluster/demo"
 	"github.com/quotascale/quotascale/examples"
 	"github.com/quotascale/quotascale/localcluster"
@@ -33,6 +37,9 @@ import (
 
 func main() {
 	if err := run(); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return // -- --help: the autoscaler's flags are printed
+		}
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
@@ -49,7 +56,9 @@ func run() error {
 		capi       = flag.Bool("cluster-api", false, "run Cluster API's controllers with localcluster's kwok infrastructure provider; the node groups become MachineDeployments and the autoscaler uses --cloud-provider=clusterapi (default with --demo)")
 		scan       = flag.Duration("scan-interval", 2*time.Second, "the autoscaler's --scan-interval")
 		logFile    = flag.String("log-file", "", "file for the control plane's logs (default: localcluster.log next to the kubeconfig)")
+		autoscaler = flag.Bool("autoscaler", true, "run the cluster autoscaler in this process; false starts only the node groups (the example ones unless --node-group-config) and prints the command line that runs the cluster-autoscaler binary against them")
 	)
+	flag.Usage = usage
 	flag.Parse()
 	set := map[string]bool{}
 	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -66,6 +75,9 @@ func run() error {
 		if !set["cluster-api"] {
 			*capi = true
 		}
+	}
+	if err := checkLocalFlags(*runDemo, *autoscaler, *nodeGroups, *capi, *scan); err != nil {
+		return err
 	}
 	specs, err := nodeSpecs(*nodes, *nodeCPU, *nodeMemory, *nodeLabels)
 	if err != nil {
@@ -101,7 +113,7 @@ func run() error {
 	_, _ = logs.WriteTo(f)
 	localcluster.CaptureKlog(f)
 
-	if *runDemo && *nodeGroups == "" {
+	if (*runDemo || !*autoscaler) && *nodeGroups == "" {
 		*nodeGroups = filepath.Join(cluster.Dir, "nodegroups.yaml")
 		if err := os.WriteFile(*nodeGroups, examples.NodeGroups, 0o644); err != nil {
 			return fmt.Errorf("writing the example node groups: %w", err)
@@ -109,33 +121,15 @@ func run() error {
 	}
 	env := demo.Env{Cluster: cluster, VisibilityLog: filepath.Join(cluster.Dir, "visibility.log")}
 	if *nodeGroups != "" {
-		opts := config.Defaults()
-		provider := "kwok provider"
+		groups, err := startNodeGroups(ctx, cluster, *nodeGroups, *capi, !*autoscaler, *scan, env.VisibilityLog)
+		if err != nil {
+			return err
+		}
+		defer groups.Stop()
+		env.Autoscaler = groups.Autoscaler
 		if *capi {
-			if err := startClusterAPI(ctx, cluster, *nodeGroups, &opts); err != nil {
-				return err
-			}
-			env.ClusterAPINamespace = clusterAPINamespace
-			provider = "clusterapi provider"
-		} else {
-			opts.CloudConfig = *nodeGroups
+			env.ClusterAPINamespace = localcluster.LocalUpClusterAPINamespace
 		}
-		opts.LeaderElect = false
-		opts.ScanInterval = *scan
-		opts.Address = "127.0.0.1:0"
-		opts.VisibilityLogFile = env.VisibilityLog
-		a, stopAutoscaler, err := cluster.StartAutoscaler(ctx, opts)
-		if err != nil {
-			return err
-		}
-		defer stopAutoscaler()
-		addr, err := a.Serve(ctx, opts.Address)
-		if err != nil {
-			return err
-		}
-		env.Autoscaler = a
-		fmt.Printf("Cluster autoscaler running (%s, node groups %s); metrics at http://%s/metrics, visibility log %s\n",
-			provider, *nodeGroups, addr, env.VisibilityLog)
 	}
 	if *runDemo {
 		if err := demo.Run(ctx, env, os.Stdout); err != nil {
@@ -152,38 +146,6 @@ func run() error {
 	fmt.Printf("\nLogs: %s\nPress Ctrl-C to stop.\n", logPath)
 	<-ctx.Done()
 	fmt.Println("\nStopping...")
-	return nil
-}
-
-// The Cluster of --cluster-api and the namespace of its objects.
-const (
-	clusterAPINamespace = "default"
-	clusterAPICluster   = "localcluster"
-)
-
-// startClusterAPI starts Cluster API's controllers, creates the Cluster and
-// a MachineDeployment per node group of the file, and points the autoscaler's
-// options at them.
-func startClusterAPI(ctx context.Context, cluster *localcluster.Cluster, nodeGroups string, opts *config.Options) error {
-	raw, err := os.ReadFile(nodeGroups)
-	if err != nil {
-		return fmt.Errorf("--node-group-config with --cluster-api takes a file: %w", err)
-	}
-	fmt.Println("Starting Cluster API (MachineDeployment, MachineSet, Machine and MachinePool controllers, kwok infrastructure)...")
-	capi, err := cluster.StartClusterAPI(ctx, localcluster.ClusterAPIOptions{})
-	if err != nil {
-		return err
-	}
-	if err := capi.CreateCluster(ctx, clusterAPINamespace, clusterAPICluster); err != nil {
-		return err
-	}
-	names, err := capi.CreateNodeGroups(ctx, clusterAPINamespace, clusterAPICluster, raw)
-	if err != nil {
-		return fmt.Errorf("%s: %w", nodeGroups, err)
-	}
-	fmt.Printf("Cluster %s/%s with MachineDeployments %s\n", clusterAPINamespace, clusterAPICluster, strings.Join(names, ", "))
-	opts.CloudProviderName = clusterapi.ProviderName
-	opts.NodeGroupAutoDiscovery = []string{"clusterapi:namespace=" + clusterAPINamespace + ",clusterName=" + clusterAPICluster}
 	return nil
 }
 
