@@ -31,6 +31,11 @@ type Args struct {
 	MinCandidateNodesPercentage *int32 `json:"minCandidateNodesPercentage,omitempty"`
 	MinCandidateNodesAbsolute   *int32 `json:"minCandidateNodesAbsolute,omitempty"`
 
+	// ReclaimHoldDuration bounds how long the quota a reclaim frees stays
+	// held for a preemptor that is not placed (its node went away, say).
+	// Default 2m.
+	ReclaimHoldDuration *metav1.Duration `json:"reclaimHoldDuration,omitempty"`
+
 	// WriteStatus makes the elected replica write tree status, and the plugin
 	// record events on trees and export metrics; default true. The autoscaler
 	// runs this plugin in its scale-up simulation with false: only the
@@ -53,7 +58,14 @@ type WebhookArgs struct {
 	KeyFile  string `json:"keyFile"`
 }
 
-const defaultStatusUpdateInterval = 2 * time.Second
+const (
+	defaultStatusUpdateInterval = 2 * time.Second
+	defaultReclaimHoldDuration  = 2 * time.Minute
+	// maxHoldSweepInterval is how often expired holds are looked for at
+	// most; shorter holds are looked for more often.
+	maxHoldSweepInterval = 10 * time.Second
+	minHoldSweepInterval = 100 * time.Millisecond
+)
 
 func decodeArgs(obj runtime.Object) (Args, error) {
 	var args Args
@@ -65,6 +77,12 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 	}
 	if args.StatusUpdateInterval.Duration <= 0 {
 		return args, fmt.Errorf("%s args: statusUpdateInterval must be positive, got %s", Name, args.StatusUpdateInterval.Duration)
+	}
+	if args.ReclaimHoldDuration == nil {
+		args.ReclaimHoldDuration = &metav1.Duration{Duration: defaultReclaimHoldDuration}
+	}
+	if args.ReclaimHoldDuration.Duration <= 0 {
+		return args, fmt.Errorf("%s args: reclaimHoldDuration must be positive, got %s", Name, args.ReclaimHoldDuration.Duration)
 	}
 	upstream := configv1.DefaultPreemptionArgs{
 		MinCandidateNodesPercentage: args.MinCandidateNodesPercentage,
@@ -86,6 +104,13 @@ func decodeArgs(obj runtime.Object) (Args, error) {
 		return args, fmt.Errorf("%s args: webhook needs bindAddress, certFile and keyFile, got %+v", Name, *w)
 	}
 	return args, nil
+}
+
+// holdSweepInterval is how often expired holds are looked for: a twelfth of
+// the hold's lifetime, within [minHoldSweepInterval, maxHoldSweepInterval],
+// so a hold ends at most about a twelfth late.
+func (a Args) holdSweepInterval() time.Duration {
+	return max(min(a.ReclaimHoldDuration.Duration/12, maxHoldSweepInterval), minHoldSweepInterval)
 }
 
 // defaultPreemption are the args of the DefaultPreemption plugin this plugin

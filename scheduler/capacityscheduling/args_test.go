@@ -34,6 +34,8 @@ func TestDecodeArgsBadInput(t *testing.T) {
 			"CapacityScheduling args: statusUpdateInterval must be positive, got -2s"},
 		{"interval without a unit", yamlArgs("statusUpdateInterval: \"5\""),
 			`decoding CapacityScheduling args: error unmarshaling JSON: while decoding JSON: time: missing unit in duration "5"`},
+		{"zero hold", yamlArgs("reclaimHoldDuration: 0s"),
+			"CapacityScheduling args: reclaimHoldDuration must be positive, got 0s"},
 		{"zero candidate nodes", yamlArgs("minCandidateNodesAbsolute: 0"),
 			"CapacityScheduling args: minCandidateNodesAbsolute must be positive, got 0"},
 		{"candidate nodes as text", &runtime.Unknown{Raw: []byte(`{"minCandidateNodesAbsolute":"all"}`), ContentType: runtime.ContentTypeJSON},
@@ -63,8 +65,8 @@ func TestDecodeArgsBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatalf("no args: %v", err)
 	}
-	got := []any{args.StatusUpdateInterval.Duration, *args.MinCandidateNodesAbsolute, *args.WriteStatus}
-	if diff := cmp.Diff([]any{2 * time.Second, int32(100), true}, got); diff != "" {
+	got := []any{args.StatusUpdateInterval.Duration, args.ReclaimHoldDuration.Duration, args.holdSweepInterval(), *args.MinCandidateNodesAbsolute, *args.WriteStatus}
+	if diff := cmp.Diff([]any{2 * time.Second, 2 * time.Minute, 10 * time.Second, int32(100), true}, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 }
@@ -86,6 +88,7 @@ func FuzzDecodeArgs(f *testing.F) {
 			return
 		}
 		if args.StatusUpdateInterval == nil || args.StatusUpdateInterval.Duration <= 0 ||
+			args.ReclaimHoldDuration == nil || args.ReclaimHoldDuration.Duration <= 0 ||
 			args.MinCandidateNodesAbsolute == nil || *args.MinCandidateNodesAbsolute <= 0 || args.WriteStatus == nil {
 			t.Fatalf("accepted incomplete or out-of-range args %+v from %q", args, raw)
 		}
@@ -120,6 +123,7 @@ func TestSampleConfiguration(t *testing.T) {
 			}
 			want := Args{
 				StatusUpdateInterval:        &metav1.Duration{Duration: 2 * time.Second},
+				ReclaimHoldDuration:         &metav1.Duration{Duration: 2 * time.Minute},
 				MinCandidateNodesPercentage: ptr.To[int32](10),
 				MinCandidateNodesAbsolute:   ptr.To[int32](100),
 				WriteStatus:                 ptr.To(true),

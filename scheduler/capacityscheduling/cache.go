@@ -1,6 +1,7 @@
 package capacityscheduling
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -38,9 +39,10 @@ type quotaCache struct {
 	// victims are chosen, so no other pod takes it before the preemptor is
 	// placed. While the preemptor is reserved its own charge stands in for the
 	// hold's; the hold ends when the preemptor is bound or deleted, or when the
-	// sweep finds it older than holdTTL. A failed binding (Unreserve) puts the
+	// sweep finds it older than holdFor. A failed binding (Unreserve) puts the
 	// hold's charge back: the reclaim is still owed to the preemptor.
-	holds map[types.UID]*hold
+	holds   map[types.UID]*hold
+	holdFor time.Duration
 	// changed is set whenever usage or the tree changed since the last status
 	// write.
 	changed bool
@@ -80,20 +82,16 @@ type hold struct {
 	charged bool
 }
 
-// holdTTL bounds a hold whose preemptor never gets placed (its node went away,
-// say), so that quota is not held back forever.
-const holdTTL = 2 * time.Minute
-
-// holdSweepInterval is how often expired holds are ended.
-const holdSweepInterval = 10 * time.Second
-
 // holdUID is the UID a hold is charged under, distinct from any pod's.
 func holdUID(preemptor types.UID) types.UID { return "reclaim-hold/" + preemptor }
 
-func newQuotaCache(podLister corelisters.PodLister, clk clock.PassiveClock) *quotaCache {
+// newQuotaCache is an empty cache whose holds last holdFor, so that quota is
+// not held back forever for a preemptor that never gets placed.
+func newQuotaCache(podLister corelisters.PodLister, clk clock.PassiveClock, holdFor time.Duration) *quotaCache {
 	return &quotaCache{
 		flavors:   map[string]map[string]string{},
 		holds:     map[types.UID]*hold{},
+		holdFor:   holdFor,
 		requests:  map[types.UID]podRequests{},
 		podLister: podLister,
 		clock:     clk,
@@ -269,18 +267,65 @@ func (c *quotaCache) unreserve(pod *corev1.Pod) {
 	}
 }
 
-// sweepHolds ends the holds older than holdTTL: their preemptors were never
-// placed, and the quota they hold back goes to whoever is admitted next.
-func (c *quotaCache) sweepHolds() {
+// sweepHolds ends the holds older than holdFor: their preemptors were never
+// placed, and the quota they hold back goes to whoever is admitted next. It
+// returns the pending pods only those holds kept out, for the caller to put
+// back in the scheduling queue: no cluster event says that quota came free.
+func (c *quotaCache) sweepHolds() ([]*corev1.Pod, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.tree == nil {
+		return nil, nil
+	}
 	now := c.clock.Now()
+	var expired []types.UID
 	for preemptor, h := range c.holds {
-		if now.Sub(h.started) > holdTTL {
-			c.reclaimLocked(h.leaf, reclaimExpired)
-			c.endHoldLocked(preemptor)
+		if now.Sub(h.started) > c.holdFor {
+			expired = append(expired, preemptor)
 		}
 	}
+	if len(expired) == 0 {
+		return nil, nil
+	}
+	// The holds end whether or not the pods can be listed.
+	refused, err := c.refusedPendingLocked()
+	for _, preemptor := range expired {
+		c.reclaimLocked(c.holds[preemptor].leaf, reclaimExpired)
+		c.endHoldLocked(preemptor)
+	}
+	keptOut := refused[:0]
+	for _, pod := range refused {
+		if c.admitLocked(pod, c.requestLocked(pod)).Admitted() {
+			keptOut = append(keptOut, pod)
+		}
+	}
+	return keptOut, err
+}
+
+// refusedPendingLocked lists the pending pods the tree in force refuses now.
+// It walks every pod the informer holds, so it is only for rare events such
+// as a hold expiring. Callers hold the lock, with a tree in force.
+func (c *quotaCache) refusedPendingLocked() ([]*corev1.Pod, error) {
+	if c.podLister == nil {
+		return nil, nil
+	}
+	pods, err := c.podLister.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing the pending pods: %w", err)
+	}
+	var out []*corev1.Pod
+	for _, pod := range pods {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+			continue
+		}
+		if _, governed := c.tree.LeafFor(pod.Namespace); !governed {
+			continue
+		}
+		if !c.admitLocked(pod, c.requestLocked(pod)).Admitted() {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
 }
 
 // reclaimsInFlight counts victims of this scheduler's reclaims that still

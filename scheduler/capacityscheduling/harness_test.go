@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
@@ -81,6 +82,34 @@ type harness struct {
 
 	mu        sync.Mutex
 	preempted []string
+	// activated are the pods the plugin moved to the active queue.
+	activated []string
+}
+
+// Activate records what the plugin asks the scheduling queue to activate.
+func (h *harness) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for key := range pods {
+		h.activated = append(h.activated, key)
+	}
+}
+
+// activatedPods are the keys of the pods activated so far, sorted.
+func (h *harness) activatedPods() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := append([]string(nil), h.activated...)
+	sort.Strings(out)
+	return out
+}
+
+// sweepHolds runs the cache's sweep of expired holds.
+func (h *harness) sweepHolds() {
+	h.t.Helper()
+	if _, err := h.plugin.cache.sweepHolds(); err != nil {
+		h.t.Fatal(err)
+	}
 }
 
 func node(name, cpu string) *corev1.Node {
@@ -179,6 +208,7 @@ func newHarness(t testing.TB, w world) *harness {
 		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithPodNominator(internalqueue.NewSchedulingQueue(nil, factory)),
+		frameworkruntime.WithPodActivator(h),
 		frameworkruntime.WithSnapshotSharedLister(snapshot),
 		frameworkruntime.WithMutableSnapshotLister(snapshot),
 		frameworkruntime.WithLogger(logger),

@@ -112,7 +112,7 @@ func newPlugin(ctx context.Context, h fwk.Handle, args Args, trees, flavors cach
 	p := &Plugin{
 		handle: h,
 		args:   args,
-		cache:  newQuotaCache(podInformer.Lister(), clk),
+		cache:  newQuotaCache(podInformer.Lister(), clk, args.ReclaimHoldDuration.Duration),
 		trees:  trees,
 	}
 	if *args.WriteStatus {
@@ -138,8 +138,31 @@ func newPlugin(ctx context.Context, h fwk.Handle, args Args, trees, flavors cach
 	p.defaultPreemption.Evaluator = preemption.NewEvaluator(defaultpreemption.Name, h, recordingVictims{p.defaultPreemption}, exec)
 	p.reclaimer = preemption.NewEvaluator(Name, h, recordingVictims{p}, exec)
 	p.preemptor = preemption.NewEvaluator(Name, h, recordingVictims{&quotaPreemption{DefaultPreemption: p.defaultPreemption, plugin: p}}, exec)
-	go wait.UntilWithContext(ctx, func(context.Context) { p.cache.sweepHolds() }, holdSweepInterval)
+	go wait.UntilWithContext(klog.NewContext(ctx, logger), p.sweepHolds, args.holdSweepInterval())
 	return p, nil
+}
+
+// sweepHolds ends the expired holds and moves the pods they alone kept out to
+// the active queue. No cluster event says that the quota came free: without
+// this, such a pod would wait for the queue's periodic flush of unschedulable
+// pods (podMaxInUnschedulablePodsDuration, 5 minutes by default).
+func (p *Plugin) sweepHolds(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	keptOut, err := p.cache.sweepHolds()
+	if err != nil {
+		logger.Error(err, "Finding the pods expired reclaim holds kept out; they wait for the next requeue")
+	}
+	if len(keptOut) == 0 {
+		return
+	}
+	pods := make(map[string]*corev1.Pod, len(keptOut))
+	for _, pod := range keptOut {
+		pods[pod.Namespace+"/"+pod.Name] = pod
+	}
+	logger.V(4).Info("Activating the pods an expired reclaim hold kept out", "pods", len(pods))
+	// Outside the cache's lock: the queue calls this plugin's queueing hints
+	// under its own lock, and they take the cache's.
+	p.handle.Activate(logger, pods)
 }
 
 // Name returns the plugin's name.

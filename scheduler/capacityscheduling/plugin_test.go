@@ -250,7 +250,7 @@ func TestReserve(t *testing.T) {
 // TestHolds follows the quota a reclaim holds for its preemptor: taken when
 // the victims are chosen, replaced by the preemptor's own charge while it is
 // reserved, put back when its binding fails, and given up when it is bound,
-// or by the sweep once it is older than holdTTL.
+// or by the sweep once it is older than the hold's lifetime.
 func TestHolds(t *testing.T) {
 	preemptor := testPod("preemptor", "team-a", "4", "", high, 0)
 	victim := testPod("victim", "team-b", "4", "n1", low, time.Hour)
@@ -262,7 +262,7 @@ func TestHolds(t *testing.T) {
 	}{
 		{"bound", []string{"hold", "reserve", "bound"}, []string{"4", "4", "4"}},
 		{"binding fails, the hold stays", []string{"hold", "reserve", "unreserve"}, []string{"4", "4", "4"}},
-		{"binding fails, then the sweep after holdTTL", []string{"hold", "reserve", "unreserve", "sweep-early", "sweep-late"}, []string{"4", "4", "4", "4", "0"}},
+		{"binding fails, then the sweep after the hold's lifetime", []string{"hold", "reserve", "unreserve", "sweep-early", "sweep-late"}, []string{"4", "4", "4", "4", "0"}},
 		{"the preemptor deleted", []string{"hold", "deleted"}, []string{"4", "0"}},
 	}
 	for _, tt := range tests {
@@ -286,17 +286,52 @@ func TestHolds(t *testing.T) {
 				case "deleted":
 					h.plugin.cache.deletePod(preemptor.UID)
 				case "sweep-early":
-					h.clock.Step(holdTTL)
-					h.plugin.cache.sweepHolds()
+					h.clock.Step(h.plugin.cache.holdFor)
+					h.sweepHolds()
 				case "sweep-late":
 					h.clock.Step(time.Second)
-					h.plugin.cache.sweepHolds()
+					h.sweepHolds()
 				}
 				if got := h.usedCPU("team-a"); got != tt.used[i] {
 					t.Errorf("after %s: team-a used %s, want %s", step, got, tt.used[i])
 				}
 			}
 		})
+	}
+}
+
+// TestExpiredHoldActivatesThePodsItKeptOut: when a hold expires, the pending
+// pods it alone kept out go back to the active queue, since no cluster event
+// tells the queue that the quota came free; pods still refused without it,
+// pods no tree governs and the preemptor itself (whose own hold never
+// refused it) stay where they are.
+func TestExpiredHoldActivatesThePodsItKeptOut(t *testing.T) {
+	// root (16) runs 12 of team-b's; the hold charges 4 more.
+	preemptor := testPod("preemptor", "team-a", "4", "", high, 0)
+	victim := testPod("victim", "team-b", "4", "n1", low, time.Hour)
+	keptOut := testPod("kept-out", "team-a", "2", "", low, 0)
+	h := newHarness(t, world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "32")}, pods: []*corev1.Pod{
+		testPod("b-1", "team-b", "8", "n1", low, time.Hour), victim, preemptor, keptOut,
+		testPod("too-big", "team-a", "6", "", low, 0),
+		testPod("ungoverned", "elsewhere", "100", "", low, 0),
+	}})
+	h.plugin.cache.startHold(preemptor, "team-a", cpuList("4"), []*corev1.Pod{victim})
+	if _, status := h.preFilter(keptOut); status.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Fatalf("PreFilter(kept-out) with the hold charged: %v, want refused", status)
+	}
+
+	h.clock.Step(h.plugin.cache.holdFor)
+	h.plugin.sweepHolds(h.ctx)
+	if got := h.activatedPods(); len(got) != 0 {
+		t.Errorf("activated %v before the hold expired", got)
+	}
+	h.clock.Step(time.Second)
+	h.plugin.sweepHolds(h.ctx)
+	if diff := cmp.Diff([]string{"team-a/kept-out"}, h.activatedPods()); diff != "" {
+		t.Errorf("activated when the hold expired (-want +got):\n%s", diff)
+	}
+	if _, status := h.preFilter(keptOut); !status.IsSuccess() {
+		t.Errorf("PreFilter(kept-out) after the hold expired: %v, want admitted", status)
 	}
 }
 

@@ -341,7 +341,19 @@ func assertVisibilityNoScaleUp(t *testing.T, path, group, zone, reason string) {
 // counterValue sums a metric's samples whose labels include want.
 func counterValue(t *testing.T, a *app.Autoscaler, name string, want map[string]string) float64 {
 	t.Helper()
-	families, err := a.Metrics.Registry.Gather()
+	return gatheredCounter(t, a.Metrics.Registry, name, want)
+}
+
+// gatherer is a registry as Prometheus scrapes it.
+type gatherer interface {
+	Gather() ([]*dto.MetricFamily, error)
+}
+
+// gatheredCounter sums the samples of g's counter name whose labels include
+// want.
+func gatheredCounter(t *testing.T, g gatherer, name string, want map[string]string) float64 {
+	t.Helper()
+	families, err := g.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
