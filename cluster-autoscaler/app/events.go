@@ -5,6 +5,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
@@ -30,4 +33,12 @@ func newEventBroadcaster(ctx context.Context, opts config.Options) record.EventB
 			return strings.Join([]string{e.Reason, e.Source.Component, e.Source.Host, o.Kind, o.Namespace, o.Name, string(o.UID), o.APIVersion}, "")
 		},
 	}))
+}
+
+// newRecorder records events as Component, until ctx ends.
+func newRecorder(ctx context.Context, opts config.Options, client kubernetes.Interface) record.EventRecorder {
+	broadcaster := newEventBroadcaster(ctx, opts)
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	go func() { <-ctx.Done(); broadcaster.Shutdown() }()
+	return broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component})
 }

@@ -13,6 +13,7 @@ import (
 	restclient "k8s.io/client-go/rest"
 	"k8s.io/kubernetes/pkg/features"
 
+	"github.com/quotascale/quotascale/cloudprovider/builder"
 	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
 	"github.com/quotascale/quotascale/cloudprovider/kwok"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
@@ -140,7 +141,7 @@ func CheckAccess(ctx context.Context, workload *restclient.Config, opts config.O
 		return err
 	}
 	if len(managementAccess) > 0 {
-		management, err := managementConfig(opts, workload)
+		management, err := builder.ManagementConfig(opts, builder.Cluster{Config: workload, UserAgent: Component})
 		if err != nil {
 			return err
 		}

@@ -25,61 +25,6 @@ import (
 	"github.com/quotascale/quotascale/processors"
 )
 
-// Options are upstream's scale-down flags.
-type Options struct {
-	Enabled                   bool
-	UtilizationThreshold      float64
-	UnneededTime              time.Duration
-	DelayAfterAdd             time.Duration
-	DelayAfterFailure         time.Duration
-	MaxEmptyBulkDelete        int
-	MaxGracefulTermination    time.Duration
-	SkipNodesWithLocalStorage bool
-	SkipNodesWithSystemPods   bool
-	// SkipNodesWithCustomControllerPods keeps nodes with pods whose controller
-	// is not one of Kubernetes' own workload controllers.
-	SkipNodesWithCustomControllerPods bool
-	// IgnoreDaemonSetsUtilization leaves DaemonSet pods out of utilization.
-	IgnoreDaemonSetsUtilization bool
-	// MinReplicaCount: the pods of a ReplicaSet or ReplicationController
-	// asking for fewer replicas keep their node.
-	MinReplicaCount int
-	// UnreadyEnabled allows removing unready nodes, after UnreadyTime.
-	UnreadyEnabled bool
-	UnreadyTime    time.Duration
-	// NonEmptyCandidates caps the nodes with pods to move whose removal is
-	// simulated in one loop (0 or less: no cap); MaxParallelism the nodes
-	// removed in one loop, MaxDrainParallelism those among them drained.
-	NonEmptyCandidates  int
-	MaxParallelism      int
-	MaxDrainParallelism int
-	// ExpendablePodsPriorityCutoff: pods of a lower priority keep no node
-	// and are not moved, as upstream's expendable pods.
-	ExpendablePodsPriorityCutoff int
-	// MinCores and MinMemory (bytes) are the minimums of --cores-total and
-	// --memory-total.
-	MinCores  int64
-	MinMemory int64
-	// GPUUtilizationThreshold is the threshold of nodes with a GPU, whose
-	// utilization is their GPU's alone, as upstream's.
-	GPUUtilizationThreshold float64
-	// IgnoreMirrorPodsUtilization leaves mirror pods out of utilization.
-	IgnoreMirrorPodsUtilization bool
-	// BlockingSystemPodTimeout is how long a kube-system pod that no
-	// PodDisruptionBudget covers blocks its node after it was created.
-	BlockingSystemPodTimeout time.Duration
-	// UnremovableRecheckTimeout is how long a node found unremovable (a pod
-	// that cannot move, or no place for its pods) is not checked again.
-	UnremovableRecheckTimeout time.Duration
-	// SimulationTimeout bounds the checks of where candidates' pods would go;
-	// the candidates left are not unneeded this loop.
-	SimulationTimeout time.Duration
-	// DeletionCandidateTTL, when positive, takes unneeded times from the
-	// DeletionCandidateOfClusterAutoscaler taints younger than it at the
-	// first loop, so that a restart does not start them over.
-	DeletionCandidateTTL time.Duration
-}
-
 // Input is what one loop knows.
 type Input struct {
 	Now   time.Time
