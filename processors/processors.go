@@ -65,6 +65,9 @@ type Reason struct {
 	MessageID  string
 	Parameters []string
 	Message    string
+	// Plugin is, for a node group rejected by the scheduler's predicates, the
+	// plugin that refused: GKE's log format names it.
+	Plugin string
 }
 
 // NewReason is a reason whose message is its single parameter, as upstream's

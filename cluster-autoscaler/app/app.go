@@ -96,7 +96,7 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	if err != nil {
 		return nil, err
 	}
-	visibility, err := openVisibilityLog(ctx, opts.VisibilityLogFile)
+	visibility, err := openVisibilityLog(ctx, opts.VisibilityLogFile, status.VisibilityFormat(opts.VisibilityLogFormat))
 	if err != nil {
 		return nil, err
 	}

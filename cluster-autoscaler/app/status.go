@@ -19,16 +19,16 @@ import (
 
 // openVisibilityLog appends to path, or writes to stdout when path is empty; the
 // file is closed when ctx ends.
-func openVisibilityLog(ctx context.Context, path string) (*status.VisibilityLog, error) {
+func openVisibilityLog(ctx context.Context, path string, format status.VisibilityFormat) (*status.VisibilityLog, error) {
 	if path == "" {
-		return status.NewVisibilityLog(os.Stdout), nil
+		return status.NewVisibilityLog(os.Stdout, format), nil
 	}
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("--visibility-log-file: %w", err)
 	}
 	go func() { <-ctx.Done(); _ = f.Close() }()
-	return status.NewVisibilityLog(f), nil
+	return status.NewVisibilityLog(f, format), nil
 }
 
 // writeStatusConfigMap has the loop write the status ConfigMap

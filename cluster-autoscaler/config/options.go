@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/quotascale/quotascale/processors/status"
 )
 
 // Options configure the autoscaler.
@@ -70,6 +72,8 @@ type Options struct {
 	KwokState string
 	// VisibilityLogFile receives the visibility log; empty means stdout.
 	VisibilityLogFile string
+	// VisibilityLogFormat names the schema of the visibility log's lines.
+	VisibilityLogFormat string
 	// Scale-down, as upstream's flags of the same names.
 	ScaleDownEnabled              bool
 	ScaleDownUtilizationThreshold float64
@@ -198,6 +202,7 @@ type Options struct {
 func Defaults() Options {
 	return Options{
 		CloudProviderName:                  "kwok",
+		VisibilityLogFormat:                string(status.FormatQuotascale),
 		KubeAPIContentType:                 "application/vnd.kubernetes.protobuf",
 		KubeClientQPS:                      5,
 		KubeClientBurst:                    10,
@@ -300,6 +305,9 @@ func (o *Options) Validate() error {
 	if !(o.MaxTotalUnreadyPercentage >= 0 && o.MaxTotalUnreadyPercentage <= 100) || o.OkTotalUnreadyCount < 0 {
 		problems = append(problems, fmt.Sprintf("--max-total-unready-percentage (%g) must be between 0 and 100 and --ok-total-unready-count (%d) must not be negative",
 			o.MaxTotalUnreadyPercentage, o.OkTotalUnreadyCount))
+	}
+	if _, err := status.ParseVisibilityFormat(o.VisibilityLogFormat); err != nil {
+		problems = append(problems, fmt.Sprintf("--visibility-log-format: %v", err))
 	}
 	if o.WriteStatusConfigMap {
 		for _, msg := range validation.IsDNS1123Subdomain(o.StatusConfigMapName) {

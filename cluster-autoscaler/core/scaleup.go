@@ -257,7 +257,9 @@ func predicateReasons(st *fwk.Status) []processors.Reason {
 	sort.Strings(texts)
 	out := make([]processors.Reason, 0, len(texts))
 	for _, t := range texts {
-		out = append(out, processors.NewReason(processors.MessageNodeGroupRejected, t))
+		r := processors.NewReason(processors.MessageNodeGroupRejected, t)
+		r.Plugin = st.Plugin()
+		out = append(out, r)
 	}
 	return out
 }

@@ -104,7 +104,7 @@ func TestEventProcessor(t *testing.T) {
 
 func TestVisibilityLog(t *testing.T) {
 	var buf bytes.Buffer
-	v := NewVisibilityLog(&buf)
+	v := NewVisibilityLog(&buf, FormatQuotascale)
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	lc := &processors.LoopContext{Now: now, Templates: map[string]*cloudprovider.NodeInfo{
 		"grp": {Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{corev1.LabelTopologyZone: "us-central1-f"}}}},

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"sort"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/processors"
@@ -23,12 +25,42 @@ const VisibilityLogger = "cluster-autoscaler-visibility"
 // loop where pods stayed pending (noScaleUp), one per line. The schema is
 // documented in docs/visibility-log.md.
 type VisibilityLog struct {
-	mu  sync.Mutex
-	out io.Writer
+	mu     sync.Mutex
+	out    io.Writer
+	format VisibilityFormat
+	// newEventID names a GKE-format decision, so that a later resultInfo can
+	// refer to it.
+	newEventID func() string
 }
 
-// NewVisibilityLog writes entries to out.
-func NewVisibilityLog(out io.Writer) *VisibilityLog { return &VisibilityLog{out: out} }
+// VisibilityFormat is the schema of the visibility log's lines.
+type VisibilityFormat string
+
+const (
+	// FormatQuotascale is the schema of docs/visibility-log.md: node groups.
+	FormatQuotascale VisibilityFormat = "quotascale"
+	// FormatGKE is the schema of GKE's cluster autoscaler visibility events:
+	// MIGs, GKE's message ids, decideTime and eventId.
+	FormatGKE VisibilityFormat = "gke"
+)
+
+// VisibilityFormats are the formats --visibility-log-format accepts.
+var VisibilityFormats = []VisibilityFormat{FormatGKE, FormatQuotascale}
+
+// ParseVisibilityFormat returns the format named s.
+func ParseVisibilityFormat(s string) (VisibilityFormat, error) {
+	for _, f := range VisibilityFormats {
+		if string(f) == s {
+			return f, nil
+		}
+	}
+	return "", fmt.Errorf("unknown visibility log format %q, want one of %v", s, VisibilityFormats)
+}
+
+// NewVisibilityLog writes entries to out in format.
+func NewVisibilityLog(out io.Writer, format VisibilityFormat) *VisibilityLog {
+	return &VisibilityLog{out: out, format: format, newEventID: func() string { return string(uuid.NewUUID()) }}
+}
 
 var (
 	_ processors.ScaleUpStatusProcessor   = &VisibilityLog{}
@@ -156,6 +188,9 @@ type NodeGroupReason struct {
 type Reason struct {
 	MessageID  string   `json:"messageId"`
 	Parameters []string `json:"parameters"`
+	// Plugin is the scheduler plugin that rejected a node group; only GKE's
+	// format prints it.
+	Plugin string `json:"-"`
 }
 
 // ProcessScaleDown writes a scaleDown entry for the nodes removed (or whose
@@ -227,10 +262,18 @@ func (v *VisibilityLog) write(ctx context.Context, entries []Entry) {
 	if len(entries) == 0 {
 		return
 	}
+	var lines []any
+	if v.format == FormatGKE {
+		lines = gkeLines(entries, v.newEventID)
+	} else {
+		for _, e := range entries {
+			lines = append(lines, e)
+		}
+	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	enc := json.NewEncoder(v.out)
-	for _, e := range entries {
+	for _, e := range lines {
 		if err := enc.Encode(e); err != nil {
 			klog.FromContext(ctx).Error(err, "Writing the visibility log")
 			return
@@ -279,7 +322,7 @@ func groupReasons(lc *processors.LoopContext, byGroup map[string][]processors.Re
 	var out []NodeGroupReason
 	for id, reasons := range byGroup {
 		for _, r := range reasons {
-			out = append(out, NodeGroupReason{NodeGroup: groupRef(lc, id), Reason: Reason{MessageID: r.MessageID, Parameters: r.Parameters}})
+			out = append(out, NodeGroupReason{NodeGroup: groupRef(lc, id), Reason: Reason{MessageID: r.MessageID, Parameters: r.Parameters, Plugin: r.Plugin}})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
