@@ -5,7 +5,7 @@ BIN       ?= bin
 TEST_ARGS ?=
 ARGS      ?=
 
-.PHONY: all build test soak bench lint generate verify-generate local-up demo clean
+.PHONY: all build test soak bench lint generate verify-generate local-up demo clean release
 
 all: build
 
@@ -82,6 +82,12 @@ generate:
 	rm -f charts/quotascale/crds/*.yaml
 	cp apis/crds/*.yaml charts/quotascale/crds/
 	$(GO) run ./hack/flagsdoc
+
+## release: kubectl-quota's krew archives (linux and darwin, amd64 and arm64) into
+## $(BIN)/release, and deploy/krew/quota.yaml with their URLs and sha256 checksums;
+## a VERSION that is not semver (an untagged tree) is released as v0.0.0-dev+VERSION
+release:
+	$(GO) run ./hack/release -version $(VERSION) -commit $(COMMIT) -out $(BIN)/release -manifest deploy/krew/quota.yaml
 
 ## local-up: run the in-process control plane until Ctrl-C; ARGS="--nodes=3 --node-cpu=8",
 ## ARGS="--autoscaler=false" for the cluster-autoscaler binary, cluster-autoscaler flags after --
