@@ -391,10 +391,13 @@ monitoring:
   prometheusRule:
     enabled: true
     labels: {release: prometheus}
+  grafanaDashboard:
+    enabled: true
 `,
 			want: func(ns string) chartWant {
 				w := chartWant{
 					objects: chartObjectList(chartAutoscalerObjects(ns, true, true), chartSchedulerObjects(ns), []string{
+						"ConfigMap " + ns + "/quotascale-dashboard",
 						"PrometheusRule " + ns + "/quotascale",
 						"ServiceMonitor " + ns + "/quotascale-cluster-autoscaler",
 						"ServiceMonitor " + ns + "/quotascale-scheduler",
@@ -478,6 +481,7 @@ scheduler:
 			checkChartScheduler(t, r, want)
 			checkChartWebhook(t, r, ns, want)
 			checkChartMonitoring(t, r, alerts)
+			checkChartDashboard(t, r)
 			if autoscalerOpts != nil {
 				// The autoscaler exits at start unless its RBAC allows all it
 				// checks for (app.CheckAccess): the chart must grant that too.
