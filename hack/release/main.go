@@ -86,11 +86,14 @@ func run(ctx context.Context, version, commit, out, manifestPath string) error {
 	return nil
 }
 
+// versionPackage is where -ldflags -X stamps the version; -X on a package the
+// binary does not link is silently ignored.
+const versionPackage = "github.com/quotascale/quotascale/pkg/version"
+
 // goBuild cross-compiles the plugin without cgo, with paths trimmed, so that
 // the same source and toolchain give the same bytes.
 func goBuild(ctx context.Context, p platform, version, commit, bin string) error {
-	const pkg = "github.com/quotascale/quotascale/internal/version"
-	ldflags := fmt.Sprintf("-s -w -X %s.Version=%s -X %s.Commit=%s", pkg, version, pkg, commit)
+	ldflags := fmt.Sprintf("-s -w -X %s.Version=%s -X %s.Commit=%s", versionPackage, version, versionPackage, commit)
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", bin, "./cmd/kubectl-quota")
 	cmd.Env = append(os.Environ(), "GOOS="+p.OS, "GOARCH="+p.Arch, "CGO_ENABLED=0")
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr

@@ -9,8 +9,10 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -173,5 +175,19 @@ func TestReleaseVersion(t *testing.T) {
 		if !semver.IsValid(got) {
 			t.Errorf("releaseVersion(%q) = %q is not semver", in, got)
 		}
+	}
+}
+
+// TestVersionPackageLinked: the package the release stamps is one kubectl-quota
+// links, or the released binaries would say "dev".
+func TestVersionPackageLinked(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./cmd/kubectl-quota")
+	cmd.Dir = filepath.Join("..", "..")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	if !slices.Contains(strings.Fields(string(out)), versionPackage) {
+		t.Errorf("kubectl-quota does not link %s, which the release stamps", versionPackage)
 	}
 }
