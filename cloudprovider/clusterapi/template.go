@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
+	"github.com/quotascale/quotascale/nodetemplate"
 )
 
 // Upstream's scale-from-zero annotations, set on a MachineDeployment or a
@@ -202,104 +203,45 @@ func (g *nodeGroup) infrastructureCapacity() (corev1.ResourceList, corev1.NodeSy
 	return capacity, system
 }
 
-// existingNode is a Ready, schedulable node of the group that the autoscaler
-// is not removing, the first by name; nil without a node lister.
+// existingNode is the example node of the group (nodetemplate.Example)
+// among the nodes of its machines that are not being deleted; nil when none is
+// a good example, or without a node lister.
 func (g *nodeGroup) existingNode() *corev1.Node {
 	if g.p.nodes == nil {
 		return nil
 	}
-	var names []string
+	var nodes []*corev1.Node
 	for _, m := range g.machines {
 		if name, _, _ := unstructured.NestedString(m.Object, "status", "nodeRef", "name"); name != "" && !isDeleting(m) {
-			names = append(names, name)
+			if n, err := g.p.nodes.Get(name); err == nil {
+				nodes = append(nodes, n)
+			}
 		}
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		n, err := g.p.nodes.Get(name)
-		if err == nil && goodTemplate(n) {
-			return n
-		}
+	if n, good := nodetemplate.Example(nodes); good {
+		return n
 	}
 	return nil
 }
 
-func goodTemplate(n *corev1.Node) bool {
-	if n.DeletionTimestamp != nil || n.Spec.Unschedulable {
-		return false
-	}
-	for _, t := range n.Spec.Taints {
-		if t.Key == toBeDeletedTaint {
-			return false
-		}
-	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// Taints a template copied from a node leaves out, as upstream's template
-// sanitizing does: the autoscaler's own, those that only show a node's
-// passing condition, and those marked as startup or status taints.
-const (
-	toBeDeletedTaint       = "ToBeDeletedByClusterAutoscaler"
-	deletionCandidateTaint = "DeletionCandidateOfClusterAutoscaler"
-)
-
-var (
-	conditionTaints = map[string]bool{
-		corev1.TaintNodeNotReady: true, corev1.TaintNodeUnreachable: true, corev1.TaintNodeUnschedulable: true,
-		corev1.TaintNodeMemoryPressure: true, corev1.TaintNodeDiskPressure: true, corev1.TaintNodeNetworkUnavailable: true,
-		corev1.TaintNodePIDPressure: true, "node.cloudprovider.kubernetes.io/uninitialized": true,
-		"node.cloudprovider.kubernetes.io/shutdown": true,
-		// Cluster API's own startup taint, removed once the node is initialized.
-		"node.cluster.x-k8s.io/uninitialized": true,
-	}
-	transientTaintPrefixes = []string{
-		"ignore-taint.cluster-autoscaler.kubernetes.io/",
-		"startup-taint.cluster-autoscaler.kubernetes.io/",
-		"status-taint.cluster-autoscaler.kubernetes.io/",
-	}
-)
-
 // sanitizedCopy is node as the template of a new node called name: its
-// labels, taints and resources, without what belongs to that one node.
+// labels, taints (sanitized as every template's, nodetemplate.FromNode) and
+// resources, without anything else that belongs to that one node. The core
+// sanitizes the taints again with the autoscaler's --startup-taint and
+// --status-taint flags.
 func sanitizedCopy(node *corev1.Node, name string) *corev1.Node {
-	labels := make(map[string]string, len(node.Labels))
-	for k, v := range node.Labels {
-		labels[k] = v
-	}
-	labels[corev1.LabelHostname] = name
-	var taints []corev1.Taint
-	for _, t := range node.Spec.Taints {
-		if t.Key == toBeDeletedTaint || t.Key == deletionCandidateTaint || conditionTaints[t.Key] || hasAnyPrefix(t.Key, transientTaintPrefixes) {
-			continue
-		}
-		taints = append(taints, t)
-	}
+	t := nodetemplate.FromNode(node, name, nodetemplate.TaintConfig{})
 	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
-		Spec:       corev1.NodeSpec{Taints: taints},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: t.Labels},
+		Spec:       corev1.NodeSpec{Taints: t.Spec.Taints},
 		Status: corev1.NodeStatus{
-			Capacity:    node.Status.Capacity.DeepCopy(),
-			Allocatable: node.Status.Allocatable.DeepCopy(),
+			Capacity:    t.Status.Capacity,
+			Allocatable: t.Status.Allocatable,
 			Phase:       corev1.NodeRunning,
 			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady"}},
-			NodeInfo:    node.Status.NodeInfo,
+			NodeInfo:    t.Status.NodeInfo,
 		},
 	}
-}
-
-func hasAnyPrefix(s string, prefixes []string) bool {
-	for _, p := range prefixes {
-		if strings.HasPrefix(s, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // propagatesToNode says whether Cluster API copies a machine label to its node:

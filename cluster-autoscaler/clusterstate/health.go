@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
-	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
+	"github.com/quotascale/quotascale/nodetemplate"
 )
 
 // HealthOptions are upstream's unready rules.
@@ -44,7 +44,7 @@ func (r *Readiness) add(n *corev1.Node, now time.Time, maxStartup time.Duration)
 	r.Registered++
 	ready, resourceUnready := nodeReadiness(n)
 	switch {
-	case scaledown.BeingDeleted(n):
+	case nodetemplate.BeingDeleted(n):
 		// Upstream's test, for a provider that cannot tell whether the
 		// instance still exists: a node being deleted.
 		r.Deleted++

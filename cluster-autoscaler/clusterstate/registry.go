@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
+	"github.com/quotascale/quotascale/quota/capacity"
 )
 
 // Options configure the registry.
@@ -76,12 +77,10 @@ type GroupState struct {
 	Target, Min, Max int
 	// Registered nodes of the group; Ready ones among them.
 	Registered, Ready int
-	// Upcoming is what the group has asked for and does not have yet: target
-	// minus registered, and at least the instances without a registered node.
-	// The target counts replicas the infrastructure has not even started (a
-	// MachineDeployment's spec.replicas runs ahead of its Machines); the
-	// instances count failed and late ones, which hold capacity until they are
-	// gone even when the target no longer does. Capacity limits count this.
+	// Upcoming is what the group has asked for and does not have yet
+	// (capacity.UpcomingNodes): target minus registered, and at least the
+	// instances without a registered node. A MachineDeployment's
+	// spec.replicas runs ahead of its Machines. Capacity limits count this.
 	// Nodes are the group's registered nodes.
 	Nodes    []*corev1.Node
 	Upcoming int
@@ -183,7 +182,7 @@ func (r *Registry) Update(ctx context.Context, provider cloudprovider.CloudProvi
 				}
 			}
 		}
-		gs.Upcoming = max(target-gs.Registered, len(gs.Unregistered), 0)
+		gs.Upcoming = capacity.UpcomingNodes(target, gs.Registered, len(gs.Unregistered))
 		r.checkAhead(gs, instances, now)
 		r.checkRequest(ctx, gs, failedNow, now)
 		managed += gs.Registered

@@ -25,6 +25,7 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
 	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
+	"github.com/quotascale/quotascale/nodetemplate"
 	"github.com/quotascale/quotascale/processors"
 )
 
@@ -91,7 +92,7 @@ type Autoscaler struct {
 	groupScaleDownFailure, groupScaleDownDelete map[string]time.Time
 	// bypassed are --bypassed-scheduler-names.
 	bypassed map[string]bool
-	taints   taintConfig
+	taints   nodetemplate.TaintConfig
 }
 
 // nodesNotReadyAfterStart is how long after the start a cluster without a

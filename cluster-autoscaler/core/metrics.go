@@ -7,7 +7,7 @@ import (
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
-	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
+	"github.com/quotascale/quotascale/nodetemplate"
 	"github.com/quotascale/quotascale/processors"
 )
 
@@ -46,7 +46,7 @@ func (a *Autoscaler) recordFailures(templates map[string]*corev1.Node) {
 // cluster_cpu_current_cores and cluster_memory_current_bytes.
 func clusterResources(nodes []*corev1.Node) (cores, memory int64) {
 	for _, n := range nodes {
-		if scaledown.BeingDeleted(n) {
+		if nodetemplate.BeingDeleted(n) {
 			continue
 		}
 		cores += n.Status.Capacity.Cpu().Value() // rounded up, as Value does

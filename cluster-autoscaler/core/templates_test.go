@@ -2,14 +2,19 @@ package core
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/nodetemplate/nodetemplatetest"
 )
 
 // TestTemplateFromExistingNode: a group with a ready node gets that node as
@@ -26,7 +31,7 @@ func TestTemplateFromExistingNode(t *testing.T) {
 	keep := corev1.Taint{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}
 	n.Spec.Taints = []corev1.Taint{keep}
 	for _, k := range []string{"DeletionCandidateOfClusterAutoscaler", corev1.TaintNodeNotReady,
-		"cilium.io/agent-not-ready", "legacy-ignore", "gpu-health", IgnoreTaintPrefix + "a", StartupTaintPrefix + "b", StatusTaintPrefix + "c"} {
+		"cilium.io/agent-not-ready", "legacy-ignore", "gpu-health", nodetemplate.IgnoreTaintPrefix + "a", nodetemplate.StartupTaintPrefix + "b", nodetemplate.StatusTaintPrefix + "c"} {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: k, Effect: corev1.TaintEffectNoSchedule})
 	}
 	tolerateAll := corev1.PodSpec{Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}}}
@@ -62,5 +67,78 @@ func TestTemplateFromExistingNode(t *testing.T) {
 		if diff := cmp.Diff(want, names); diff != "" {
 			t.Errorf("force-ds=%v: template pods (-want +got):\n%s", force, diff)
 		}
+	}
+}
+
+// TestTemplateOfTheMixedCluster: the core makes the template of the shared
+// mixed cluster from the node, and with the taints, that the Cluster API
+// provider and kubectl-quota use too (nodetemplatetest).
+func TestTemplateOfTheMixedCluster(t *testing.T) {
+	c := nodetemplatetest.Mixed(time.Now())
+	groupOf := func(n *corev1.Node) string {
+		if n.Labels[nodetemplatetest.DeploymentLabel] == nodetemplatetest.DeploymentName {
+			return nodetemplatetest.GroupID
+		}
+		return ""
+	}
+	tmpl := newTemplates(newTaintConfig(config.Defaults()), false, c.Nodes, groupOf, nil, nil)
+	got, err := tmpl.forGroup(context.Background(), &fakeGroup{id: nodetemplatetest.GroupID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.CheckTemplate(t, got.Node)
+}
+
+// notImplementedGroup cannot describe its nodes, as a Cluster API group
+// without capacity annotations.
+type notImplementedGroup struct{ *fakeGroup }
+
+func (notImplementedGroup) TemplateNodeInfo() (*cloudprovider.NodeInfo, error) {
+	return nil, cloudprovider.ErrNotImplemented
+}
+
+// TestTemplateWithoutAGoodNode: a group without a good example node gets its
+// provider's template, with the same taints left out as from a node; when the
+// provider cannot describe the group either, the template is made from one of
+// its other nodes (the first by name), upstream's last resort.
+func TestTemplateWithoutAGoodNode(t *testing.T) {
+	opts := config.Defaults()
+	opts.StatusTaints = []string{"gpu-health"}
+	unready := node("b-unready", "g", "8", "32Gi")
+	unready.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	unready.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule}}
+	cordoned := node("c-cordoned", "g", "8", "32Gi")
+	cordoned.Spec.Unschedulable = true
+	groupOf := func(*corev1.Node) string { return "g" }
+	tmpl := newTemplates(newTaintConfig(opts), false, []*corev1.Node{cordoned, unready}, groupOf, nil, nil)
+
+	providerTemplate := node("g-template", "g", "4", "16Gi")
+	keep := corev1.Taint{Key: "dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}
+	providerTemplate.Spec.Taints = []corev1.Taint{keep, {Key: "gpu-health", Effect: corev1.TaintEffectNoSchedule},
+		{Key: nodetemplate.StartupTaintPrefix + "cni", Effect: corev1.TaintEffectNoSchedule}}
+	got, err := tmpl.forGroup(context.Background(), &fakeGroup{id: "g", template: providerTemplate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Node.Name != "g-template" {
+		t.Errorf("template %s, want the provider's", got.Node.Name)
+	}
+	if diff := cmp.Diff([]corev1.Taint{keep}, got.Node.Spec.Taints); diff != "" {
+		t.Errorf("provider template taints (-want +got):\n%s", diff)
+	}
+	if len(providerTemplate.Spec.Taints) != 3 {
+		t.Error("the provider's template was modified")
+	}
+
+	got, err = tmpl.forGroup(context.Background(), notImplementedGroup{&fakeGroup{id: "g"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Node.Name != "b-unready" || len(got.Node.Spec.Taints) != 0 {
+		t.Errorf("last resort template %s with taints %v, want b-unready without its not-ready taint", got.Node.Name, got.Node.Spec.Taints)
+	}
+	if _, err := newTemplates(newTaintConfig(opts), false, nil, groupOf, nil, nil).forGroup(context.Background(),
+		notImplementedGroup{&fakeGroup{id: "g"}}); !errors.Is(err, cloudprovider.ErrNotImplemented) {
+		t.Errorf("no node and no provider template: error %v, want ErrNotImplemented", err)
 	}
 }

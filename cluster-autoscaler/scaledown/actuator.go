@@ -19,6 +19,7 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/nodetemplate"
 	"github.com/quotascale/quotascale/processors"
 )
 
@@ -430,5 +431,5 @@ func (a *Actuator) waitForDelayDeletion(ctx context.Context, name string) {
 func (a *Actuator) setTaint(ctx context.Context, name string, on bool) error {
 	// Upstream's --cordon-node-before-terminating: cordoned with the taint,
 	// uncordoned when it is rolled back.
-	return setNodeTaint(ctx, a.Client, name, ToBeDeletedTaint, corev1.TaintEffectNoSchedule, on, a.CordonNode)
+	return setNodeTaint(ctx, a.Client, name, nodetemplate.ToBeDeletedTaint, corev1.TaintEffectNoSchedule, on, a.CordonNode)
 }

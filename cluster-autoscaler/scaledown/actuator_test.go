@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/quotascale/quotascale/nodetemplate"
 )
 
 // TestEvictionRetry: an eviction a budget refuses is retried until
@@ -74,7 +76,7 @@ func TestCordonWithTaint(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if BeingDeleted(got) != on || got.Spec.Unschedulable != (on && cordon) {
+			if nodetemplate.BeingDeleted(got) != on || got.Spec.Unschedulable != (on && cordon) {
 				t.Errorf("cordon %v, taint on %v: taints %v unschedulable %v", cordon, on, got.Spec.Taints, got.Spec.Unschedulable)
 			}
 		}

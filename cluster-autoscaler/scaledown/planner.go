@@ -22,6 +22,7 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
+	"github.com/quotascale/quotascale/nodetemplate"
 	"github.com/quotascale/quotascale/processors"
 )
 
@@ -118,7 +119,7 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 	for i, info := range infos {
 		node := info.Node()
 		group := in.GroupOf(node)
-		if group == nil || BeingDeleted(node) {
+		if group == nil || nodetemplate.BeingDeleted(node) {
 			dest.exclude(i)
 			continue
 		}
@@ -310,10 +311,6 @@ func isReady(node *corev1.Node) bool {
 	return false
 }
 
-// BeingDeleted says the node carries upstream's ToBeDeletedByClusterAutoscaler
-// taint: its removal is under way.
-func BeingDeleted(node *corev1.Node) bool { return hasTaintKey(node, ToBeDeletedTaint) }
-
 // totals sums the nodes' capacity (for the --cores-total and --memory-total
 // minimums) and allocatable (for the tree's root min).
 type clusterTotals struct {
@@ -324,7 +321,7 @@ type clusterTotals struct {
 func totals(nodes []*corev1.Node) *clusterTotals {
 	t := &clusterTotals{allocatable: corev1.ResourceList{}}
 	for _, n := range nodes {
-		if BeingDeleted(n) {
+		if nodetemplate.BeingDeleted(n) {
 			continue
 		}
 		t.capacityCPU += n.Status.Capacity.Cpu().MilliValue()

@@ -12,7 +12,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 )
 
-// Annotations and taint shared with upstream, so existing workloads keep their
+// Annotations shared with upstream, so existing workloads keep their
 // meaning.
 const (
 	SafeToEvictAnnotation       = "cluster-autoscaler.kubernetes.io/safe-to-evict"
@@ -20,7 +20,6 @@ const (
 	// SafeToEvictLocalVolumesAnnotation lists, comma-separated, the pod's local
 	// volumes whose loss does not keep the node.
 	SafeToEvictLocalVolumesAnnotation = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
-	ToBeDeletedTaint                  = "ToBeDeletedByClusterAutoscaler"
 )
 
 // podKind sorts a node's pods: some are ignored, some block the node's removal,

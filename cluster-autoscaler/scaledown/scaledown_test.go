@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/nodetemplate"
 )
 
 var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
@@ -136,7 +137,7 @@ func TestDrainGroups(t *testing.T) {
 }
 
 func candidateTaint(at time.Time) corev1.Taint {
-	return corev1.Taint{Key: DeletionCandidateTaint, Value: strconv.FormatInt(at.Unix(), 10), Effect: corev1.TaintEffectPreferNoSchedule}
+	return corev1.Taint{Key: nodetemplate.DeletionCandidateTaint, Value: strconv.FormatInt(at.Unix(), 10), Effect: corev1.TaintEffectPreferNoSchedule}
 }
 
 // TestSoftTaints: unneeded nodes get the PreferNoSchedule taint, others lose
@@ -147,7 +148,7 @@ func TestSoftTaints(t *testing.T) {
 		testNode("d-deleting", nil, nil),
 	}
 	nodes[2].Spec.Taints = []corev1.Taint{candidateTaint(now)}
-	nodes[3].Spec.Taints = []corev1.Taint{{Key: ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
+	nodes[3].Spec.Taints = []corev1.Taint{{Key: nodetemplate.ToBeDeletedTaint, Effect: corev1.TaintEffectNoSchedule}}
 	client := fake.NewClientset(nodes[0], nodes[1], nodes[2], nodes[3])
 	unneeded := map[string]time.Time{"a-unneeded": now, "b-unneeded": now, "d-deleting": now}
 	ctx := context.Background()

@@ -11,18 +11,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
-)
 
-// DeletionCandidateTaint is upstream's soft taint on unneeded nodes: a
-// PreferNoSchedule taint whose value is when the node was marked, so that
-// the scheduler prefers other nodes for new pods.
-const DeletionCandidateTaint = "DeletionCandidateOfClusterAutoscaler"
+	"github.com/quotascale/quotascale/nodetemplate"
+)
 
 // DeletionCandidateSince is when a node was marked as a deletion candidate,
 // from its taint.
 func DeletionCandidateSince(n *corev1.Node) (time.Time, bool) {
 	for _, t := range n.Spec.Taints {
-		if t.Key != DeletionCandidateTaint {
+		if t.Key != nodetemplate.DeletionCandidateTaint {
 			continue
 		}
 		unix, err := strconv.ParseInt(t.Value, 10, 64)
@@ -63,7 +60,7 @@ func UpdateSoftTaints(ctx context.Context, client kubernetes.Interface, nodes []
 		for _, n := range nodes {
 			_, isUnneeded := unneeded[n.Name]
 			_, tainted := DeletionCandidateSince(n)
-			if BeingDeleted(n) || isUnneeded != on || tainted == on {
+			if nodetemplate.BeingDeleted(n) || isUnneeded != on || tainted == on {
 				continue
 			}
 			apply(n, on)
@@ -84,7 +81,7 @@ func UpdateSoftTaints(ctx context.Context, client kubernetes.Interface, nodes []
 func CleanSoftTaints(ctx context.Context, client kubernetes.Interface, nodes []*corev1.Node, ttl time.Duration, now time.Time) error {
 	for _, n := range nodes {
 		since, ok := DeletionCandidateSince(n)
-		if !ok && !hasTaintKey(n, DeletionCandidateTaint) {
+		if !ok && !nodetemplate.HasTaint(n, nodetemplate.DeletionCandidateTaint) {
 			continue
 		}
 		if ok && ttl > 0 && since.Add(ttl).After(now) {
@@ -97,17 +94,8 @@ func CleanSoftTaints(ctx context.Context, client kubernetes.Interface, nodes []*
 	return nil
 }
 
-func hasTaintKey(n *corev1.Node, key string) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == key {
-			return true
-		}
-	}
-	return false
-}
-
 func setSoftTaint(ctx context.Context, client kubernetes.Interface, name string, on bool) error {
-	return setNodeTaint(ctx, client, name, DeletionCandidateTaint, corev1.TaintEffectPreferNoSchedule, on, false)
+	return setNodeTaint(ctx, client, name, nodetemplate.DeletionCandidateTaint, corev1.TaintEffectPreferNoSchedule, on, false)
 }
 
 // setNodeTaint adds (on) or removes one of the autoscaler's taints, whose
@@ -119,7 +107,7 @@ func setNodeTaint(ctx context.Context, client kubernetes.Interface, name, key st
 		if err != nil {
 			return err
 		}
-		if hasTaintKey(node, key) == on && (!cordon || node.Spec.Unschedulable == on) {
+		if nodetemplate.HasTaint(node, key) == on && (!cordon || node.Spec.Unschedulable == on) {
 			return nil
 		}
 		var taints []corev1.Taint

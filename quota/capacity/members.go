@@ -46,6 +46,16 @@ func (s *Set) RemoveNode(name string) bool {
 	return true
 }
 
+// UpcomingNodes is how many nodes of a group count as upcoming, the count
+// SetUpcoming takes: the group's target less its registered nodes, and at
+// least its instances without a registered node (unregistered). The target
+// counts replicas the infrastructure has not started yet; the instances count
+// failed and late ones, which hold capacity until they are gone even when the
+// target no longer does. The autoscaler and kubectl-quota both count by it.
+func UpcomingNodes(target, registered, unregistered int) int {
+	return max(target-registered, unregistered, 0)
+}
+
 // SetUpcoming replaces what nodeGroup's not-yet-registered nodes count:
 // count copies of template (kept like AddNode's nodes: do not mutate it).
 // Callers pass nodes still provisioning plus nodes planned earlier in the same

@@ -16,6 +16,7 @@ import (
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
+	"github.com/quotascale/quotascale/nodetemplate"
 )
 
 // Questions of upstream's FAQ (kubernetes/autoscaler, cluster-autoscaler/FAQ.md)
@@ -358,7 +359,7 @@ func TestScaleDownSoftTaintsUnneededNodes(t *testing.T) {
 			return false, err
 		}
 		for _, taint := range n.Spec.Taints {
-			if taint.Key == scaledown.DeletionCandidateTaint && taint.Effect == corev1.TaintEffectPreferNoSchedule {
+			if taint.Key == nodetemplate.DeletionCandidateTaint && taint.Effect == corev1.TaintEffectPreferNoSchedule {
 				return true, nil
 			}
 		}

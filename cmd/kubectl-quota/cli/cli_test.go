@@ -156,7 +156,7 @@ func TestAutoscalerStatus(t *testing.T) {
 		Time:      written,
 		Unhealthy: "5 of 9 registered nodes are unready",
 		NodeGroups: []report.NodeGroupStatus{
-			{Name: "n2-standard-2", MinSize: 1, MaxSize: 20, Target: 4, Registered: 3, Backoff: "OUT_OF_RESOURCES: no n2 left"},
+			{Name: "n2-standard-2", MinSize: 1, MaxSize: 20, Target: 4, Registered: 3, Unregistered: 1, Backoff: "OUT_OF_RESOURCES: no n2 left"},
 			{Name: "gpu", MinSize: 0, MaxSize: 8, Target: 6, Registered: 6, Unhealthy: "1 of its 6 nodes are ready (target 6)"},
 		},
 	}

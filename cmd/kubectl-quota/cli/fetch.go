@@ -182,6 +182,9 @@ func autoscalerStatus(source string, s api.Status) *report.AutoscalerStatus {
 			MaxSize:    g.Health.MaxSize,
 			Target:     g.Health.CloudProviderTarget,
 			Registered: g.Health.NodeCounts.Registered.Total,
+			// Instances that failed are in neither count: the autoscaler
+			// deletes them within a loop or two.
+			Unregistered: g.Health.NodeCounts.Unregistered + g.Health.NodeCounts.LongUnregistered,
 		}
 		if h := g.Health; h.Status == api.Unhealthy {
 			ng.Unhealthy = fmt.Sprintf("%d of its %d nodes are ready (target %d)", h.NodeCounts.Registered.Ready, h.NodeCounts.Registered.Total, h.CloudProviderTarget)

@@ -18,7 +18,8 @@ import (
 
 // Capacity reports every CapacityQuota with what the autoscaler counts against
 // it: registered nodes, and the upcoming nodes of the groups its selector
-// matches (target - registered, shaped like the group's template).
+// matches (counted as the autoscaler counts them, shaped like the group's
+// template).
 func Capacity(s Snapshot) CapacityReport {
 	out := CapacityReport{Kind: "CapacityReport", APIVersion: APIVersion, Quotas: []CapacityQuotaView{}, Notes: slices.Clone(s.Notes)}
 	groups := nodeGroups(s.Autoscaler, s.Nodes)

@@ -11,6 +11,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
+	"github.com/quotascale/quotascale/nodetemplate"
 	"github.com/quotascale/quotascale/quota/capacity"
 	"github.com/quotascale/quotascale/quota/resources"
 )
@@ -20,13 +21,16 @@ import (
 type nodeGroup struct {
 	status NodeGroupStatus
 	nodes  []*corev1.Node
-	// template stands for the group's next node: its oldest registered node,
-	// with the transient taints a new node would not carry removed. Nil when
-	// no node of the group could be found.
+	// template stands for the group's next node, made from the node the
+	// autoscaler makes it from (nodetemplate.Example) and named after it; nil
+	// when no node of the group could be found. When none of the nodes is a
+	// good example, the autoscaler prefers its cloud provider's template,
+	// which kubectl-quota cannot read, and the node is only the closest guess.
 	template *corev1.Node
 	// registered and upcoming are recounted against the nodes listed now, so a
 	// node that registered after the autoscaler wrote its status is not counted
-	// twice (once as a node, once as upcoming).
+	// twice (once as a node, once as upcoming). upcoming is counted as the
+	// autoscaler counts it (capacity.UpcomingNodes).
 	registered, upcoming int
 }
 
@@ -75,14 +79,6 @@ func inGroup(node *corev1.Node, id string) bool {
 	}
 }
 
-// transientTaint says whether a taint belongs to a node's life rather than to
-// its group: a new node of the group would not carry it.
-func transientTaint(t corev1.Taint) bool {
-	return strings.HasPrefix(t.Key, "node.kubernetes.io/") ||
-		strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/") ||
-		t.Key == "ToBeDeletedByClusterAutoscaler" || t.Key == "DeletionCandidateOfClusterAutoscaler"
-}
-
 // nodeGroups pairs the autoscaler's groups with their nodes, sorted by name.
 func nodeGroups(status *AutoscalerStatus, nodes []*corev1.Node) []*nodeGroup {
 	if status == nil {
@@ -96,23 +92,17 @@ func nodeGroups(status *AutoscalerStatus, nodes []*corev1.Node) []*nodeGroup {
 				g.nodes = append(g.nodes, n)
 			}
 		}
-		slices.SortFunc(g.nodes, func(a, b *corev1.Node) int {
-			if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-				if a.CreationTimestamp.Before(&b.CreationTimestamp) {
-					return -1
-				}
-				return 1
-			}
-			return strings.Compare(a.Name, b.Name)
-		})
-		if len(g.nodes) > 0 {
+		if example, _ := nodetemplate.Example(g.nodes); example != nil {
 			g.registered = len(g.nodes)
-			t := g.nodes[0].DeepCopy()
-			t.Spec.Taints = slices.DeleteFunc(t.Spec.Taints, transientTaint)
-			t.Spec.Unschedulable = false
-			g.template = t
+			g.template = nodetemplate.FromNode(example, example.Name, nodetemplate.TaintConfig{})
+			// kubectl-quota does not model --scale-from-unschedulable; a
+			// cordoned example says nothing about the group's next node.
+			g.template.Spec.Unschedulable = false
 		}
-		g.upcoming = max(0, st.Target-g.registered)
+		// An instance the status counted as unregistered that has registered
+		// since is counted once, as a node.
+		unregistered := max(0, st.Unregistered-max(0, g.registered-st.Registered))
+		g.upcoming = capacity.UpcomingNodes(st.Target, g.registered, unregistered)
 		out = append(out, g)
 	}
 	slices.SortFunc(out, func(a, b *nodeGroup) int { return strings.Compare(a.status.Name, b.status.Name) })

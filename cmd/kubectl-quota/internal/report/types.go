@@ -74,6 +74,9 @@ type AutoscalerStatus struct {
 type NodeGroupStatus struct {
 	Name                                 string
 	MinSize, MaxSize, Target, Registered int
+	// Unregistered are the group's instances without a registered node:
+	// those that may still register and those past the provisioning time.
+	Unregistered int
 	// Backoff is why scale-ups of the group are backed off; empty when they are not.
 	Backoff string
 	// Unhealthy says why the group is unhealthy, when it is: the autoscaler
@@ -185,7 +188,9 @@ type NodeGroupFit struct {
 	MaxSize    int    `json:"maxSize"`
 	Target     int    `json:"target"`
 	Registered int    `json:"registered"`
-	// Upcoming is target - registered: nodes asked for, not registered yet.
+	// Upcoming are the nodes asked for and not registered yet, as the
+	// autoscaler counts them: target - registered, and at least the
+	// instances without a registered node.
 	Upcoming int `json:"upcoming"`
 	// Template is the node whose labels, taints and capacity stand for the
 	// group; empty when the group has no registered node.
