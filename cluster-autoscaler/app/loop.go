@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // recentUnschedulable is how recently a pod must have been marked
@@ -71,7 +73,7 @@ func watchUnschedulable(pods cache.SharedIndexInformer) (<-chan struct{}, error)
 }
 
 func recentlyUnschedulable(pod *corev1.Pod, now time.Time) bool {
-	if pod.Spec.NodeName != "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if pod.Spec.NodeName != "" || resources.PodFinished(pod) {
 		return false
 	}
 	for _, c := range pod.Status.Conditions {

@@ -27,6 +27,7 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
 	"github.com/quotascale/quotascale/nodetemplate"
 	"github.com/quotascale/quotascale/processors"
+	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Deps are what the loop works with; tests and the binary build them alike.
@@ -246,7 +247,7 @@ func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 	for _, p := range pods {
 		switch {
 		case p.Spec.NodeName != "":
-			if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			if !resources.PodFinished(p) {
 				bound = append(bound, p)
 			}
 		case a.unschedulable(ctx, p, now):

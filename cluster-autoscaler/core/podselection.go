@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
+	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // PodScaleUpDelayAnnotation is upstream's per-pod --new-pod-scale-up-delay: a
@@ -23,7 +24,7 @@ const PodScaleUpDelayAnnotation = "cluster-autoscaler.kubernetes.io/pod-scale-up
 // delay. A pod nominated to a node is waiting for the pods its preemption (or
 // reclaim) evicts: a new node would be bought for nothing.
 func (a *Autoscaler) unschedulable(ctx context.Context, p *corev1.Pod, now time.Time) bool {
-	if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	if p.DeletionTimestamp != nil || resources.PodFinished(p) {
 		return false
 	}
 	if p.Status.NominatedNodeName != "" || scaledown.IsExpendable(p, a.opts.ExpendablePodsPriorityCutoff) {

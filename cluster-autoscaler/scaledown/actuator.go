@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
@@ -267,10 +268,7 @@ func (a *Actuator) drainGroups(pods []*corev1.Pod) []drainGroup {
 		groups[i].grace = p.GracePeriod
 	}
 	for _, pod := range pods {
-		var priority int32
-		if pod.Spec.Priority != nil {
-			priority = *pod.Spec.Priority
-		}
+		priority := corev1helpers.PodPriority(pod)
 		i := 0
 		for j, p := range pairs {
 			if priority >= p.Priority {

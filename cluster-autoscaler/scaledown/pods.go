@@ -10,6 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+
+	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Annotations shared with upstream, so existing workloads keep their
@@ -57,12 +60,12 @@ const (
 // --expendable-pods-priority-cutoff. Such a pod triggers no scale-up, keeps no
 // node, and is not moved when its node goes.
 func IsExpendable(p *corev1.Pod, cutoff int) bool {
-	return p.Spec.Priority != nil && int(*p.Spec.Priority) < cutoff
+	return int(corev1helpers.PodPriority(p)) < cutoff
 }
 
 // classify decides what a pod means for its node's removal at now.
 func classify(pod *corev1.Pod, pdbs []*policyv1.PodDisruptionBudget, controllers *Controllers, opts Options, now time.Time) (podKind, string) {
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.DeletionTimestamp != nil {
+	if resources.PodFinished(pod) || pod.DeletionTimestamp != nil {
 		return podIgnored, ""
 	}
 	if isMirrorPod(pod) || isDaemonSetPod(pod) {

@@ -209,3 +209,14 @@ func TestCleanSoftTaints(t *testing.T) {
 		}
 	}
 }
+
+// TestIsExpendableWithoutPriority: a pod without a priority has priority 0,
+// as the scheduler and upstream's IsExpendablePod read it, so a cutoff above
+// 0 makes it expendable.
+func TestIsExpendableWithoutPriority(t *testing.T) {
+	p := &corev1.Pod{}
+	if IsExpendable(p, 0) || !IsExpendable(p, 1) || IsExpendable(p, -10) {
+		t.Errorf("a pod without priority: expendable at cutoff 0 %v, 1 %v, -10 %v; want false, true, false",
+			IsExpendable(p, 0), IsExpendable(p, 1), IsExpendable(p, -10))
+	}
+}

@@ -26,7 +26,7 @@ func utilization(node *corev1.Node, pods []*corev1.Pod, opts Options) (u, thresh
 		}
 		var requested, ignored int64
 		for _, pod := range pods {
-			if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			if resources.PodFinished(pod) {
 				continue
 			}
 			q := resources.PodRequests(pod)[name]

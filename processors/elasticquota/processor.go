@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
@@ -110,7 +111,7 @@ func (p *Processor) Process(ctx context.Context, _ *processors.LoopContext, pend
 // admissionOrder admits as the scheduler's queue would: higher priority first,
 // then older, then by name for determinism.
 func admissionOrder(a, b *corev1.Pod) bool {
-	pa, pb := priority(a), priority(b)
+	pa, pb := corev1helpers.PodPriority(a), corev1helpers.PodPriority(b)
 	if pa != pb {
 		return pa > pb
 	}
@@ -121,13 +122,6 @@ func admissionOrder(a, b *corev1.Pod) bool {
 		return a.Namespace < b.Namespace
 	}
 	return a.Name < b.Name
-}
-
-func priority(p *corev1.Pod) int32 {
-	if p.Spec.Priority != nil {
-		return *p.Spec.Priority
-	}
-	return 0
 }
 
 // liveTree is the tree in force, chosen as the scheduler chooses it, charged

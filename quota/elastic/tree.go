@@ -76,7 +76,7 @@ func (t *Tree) Admit(namespace string, requests corev1.ResourceList) Verdict {
 // DisruptionTarget condition, which whoever evicts a pod sets before deleting
 // it. It reports whether the pod is counted.
 func (t *Tree) AddPod(pod *corev1.Pod) bool {
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if resources.PodFinished(pod) {
 		t.RemovePod(pod.UID)
 		return false
 	}

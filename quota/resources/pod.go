@@ -17,3 +17,10 @@ func PodRequests(pod *corev1.Pod) corev1.ResourceList {
 		InPlacePodLevelResourcesVerticalScalingEnabled: true,
 	})
 }
+
+// PodFinished says whether a pod has run to completion (Succeeded or Failed):
+// such a pod holds none of its node's resources and no quota, even while it
+// stays bound to the node.
+func PodFinished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}

@@ -215,3 +215,14 @@ func TestPodRequests(t *testing.T) {
 		t.Errorf("PodRequests (-want +got):\n%s", diff)
 	}
 }
+
+func TestPodFinished(t *testing.T) {
+	for phase, want := range map[corev1.PodPhase]bool{
+		corev1.PodPending: false, corev1.PodRunning: false, corev1.PodUnknown: false, "": false,
+		corev1.PodSucceeded: true, corev1.PodFailed: true,
+	} {
+		if got := PodFinished(&corev1.Pod{Status: corev1.PodStatus{Phase: phase}}); got != want {
+			t.Errorf("phase %q: PodFinished = %v, want %v", phase, got, want)
+		}
+	}
+}

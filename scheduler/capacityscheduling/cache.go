@@ -152,14 +152,7 @@ func (c *quotaCache) exportMetrics() {
 // assigned reports whether the pod occupies capacity: bound to a node and not
 // finished.
 func assigned(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed
-}
-
-func podPriority(pod *corev1.Pod) int32 {
-	if pod.Spec.Priority != nil {
-		return *pod.Spec.Priority
-	}
-	return 0
+	return pod.Spec.NodeName != "" && !resources.PodFinished(pod)
 }
 
 // updatePod follows a pod through its life: charged once it is assigned,

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -46,7 +47,7 @@ func (p *Plugin) planReclaim(ctx context.Context, pod *corev1.Pod, requests core
 		byUID[c.UID] = c
 		candidates = append(candidates, elastic.Candidate{
 			UID:         c.UID,
-			Priority:    podPriority(c),
+			Priority:    corev1helpers.PodPriority(c),
 			Created:     c.CreationTimestamp.Time,
 			ViolatesPDB: violatesPDB(c, pdbs),
 		})
@@ -56,7 +57,7 @@ func (p *Plugin) planReclaim(ctx context.Context, pod *corev1.Pod, requests core
 	var plan elastic.Plan
 	ok := false
 	if tree != nil {
-		plan, ok = tree.PlanReclaim(elastic.Preemptor{Namespace: pod.Namespace, Requests: requests, Priority: podPriority(pod)}, candidates)
+		plan, ok = tree.PlanReclaim(elastic.Preemptor{Namespace: pod.Namespace, Requests: requests, Priority: corev1helpers.PodPriority(pod)}, candidates)
 	}
 	p.cache.mu.Unlock()
 	switch {

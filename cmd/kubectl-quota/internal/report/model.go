@@ -104,8 +104,7 @@ func chargePods(spec *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod) (*
 
 // counts says whether a pod is charged to its quota: bound and not finished.
 func counts(p *corev1.Pod) bool {
-	return p != nil && p.Spec.NodeName != "" && p.DeletionTimestamp == nil &&
-		p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+	return p != nil && p.Spec.NodeName != "" && p.DeletionTimestamp == nil && !resources.PodFinished(p)
 }
 
 // chargeStatus charges every leaf with the usage status reports for it, so the
