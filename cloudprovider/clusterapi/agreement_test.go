@@ -8,7 +8,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/quotascale/quotascale/nodetemplate/nodetemplatetest"
+	"github.com/quotascale/quotascale/pkg/nodetemplate/nodetemplatetest"
 )
 
 // TestTemplateOfTheMixedCluster: the provider's template of the shared mixed

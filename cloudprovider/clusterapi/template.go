@@ -15,7 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
-	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 )
 
 // Upstream's scale-from-zero annotations, set on a MachineDeployment or a

@@ -25,7 +25,7 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
 	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
-	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 	"github.com/quotascale/quotascale/processors"
 	"github.com/quotascale/quotascale/quota/resources"
 )

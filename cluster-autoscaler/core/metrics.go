@@ -7,7 +7,7 @@ import (
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
-	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 	"github.com/quotascale/quotascale/processors"
 )
 

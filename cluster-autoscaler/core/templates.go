@@ -14,7 +14,7 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
-	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 )
 
 // newTaintConfig is --startup-taint (and its older name --ignore-taint),

@@ -13,8 +13,8 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
-	"github.com/quotascale/quotascale/nodetemplate"
-	"github.com/quotascale/quotascale/nodetemplate/nodetemplatetest"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate/nodetemplatetest"
 )
 
 // TestTemplateFromExistingNode: a group with a ready node gets that node as

@@ -22,7 +22,7 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
-	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 	"github.com/quotascale/quotascale/processors"
 )
 

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
-	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 )
 
 var now = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)

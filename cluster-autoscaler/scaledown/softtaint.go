@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
-	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 )
 
 // DeletionCandidateSince is when a node was marked as a deletion candidate,

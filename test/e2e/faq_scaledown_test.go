@@ -16,7 +16,7 @@ import (
 
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/cluster-autoscaler/scaledown"
-	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 )
 
 // Questions of upstream's FAQ (kubernetes/autoscaler, cluster-autoscaler/FAQ.md)

@@ -10,8 +10,9 @@ import (
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
+	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate/api"
 	"github.com/quotascale/quotascale/cmd/kubectl-quota/internal/report"
-	"github.com/quotascale/quotascale/nodetemplate/nodetemplatetest"
+	"github.com/quotascale/quotascale/pkg/nodetemplate/nodetemplatetest"
 )
 
 type mixedGroup struct {
@@ -70,7 +71,7 @@ func TestUpcomingOfTheMixedCluster(t *testing.T) {
 	}
 	health := registry.CheckHealth(clusterstate.HealthOptions{MaxTotalUnreadyPercentage: 45, OkTotalUnreadyCount: 3,
 		MaxNodeStartupTime: 15 * time.Minute}, state, c.Nodes)
-	status := registry.Status(health, nil, clusterstate.Status{})
+	status := registry.Status(health, nil, api.Status{})
 	status.Time = start.Format(statusTimeLayout)
 
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "pending", UID: "pending"},

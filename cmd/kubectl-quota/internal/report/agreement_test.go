@@ -3,7 +3,7 @@ package report
 import (
 	"testing"
 
-	"github.com/quotascale/quotascale/nodetemplate/nodetemplatetest"
+	"github.com/quotascale/quotascale/pkg/nodetemplate/nodetemplatetest"
 )
 
 // TestNodeGroupOfTheMixedCluster: kubectl-quota models the shared mixed

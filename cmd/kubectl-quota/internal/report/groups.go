@@ -11,7 +11,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
-	"github.com/quotascale/quotascale/nodetemplate"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 	"github.com/quotascale/quotascale/quota/capacity"
 	"github.com/quotascale/quotascale/quota/resources"
 )
