@@ -7,10 +7,10 @@
 package nodetemplatetest
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,7 +108,7 @@ func (c Cluster) CheckTemplate(t testing.TB, template *corev1.Node) {
 	if from := template.Labels[NodeLabel]; from != c.WantExample {
 		t.Errorf("template made from %s, want %s", from, c.WantExample)
 	}
-	if diff := cmp.Diff(c.WantTaints, template.Spec.Taints); diff != "" {
-		t.Errorf("template taints (-want +got):\n%s", diff)
+	if !reflect.DeepEqual(c.WantTaints, template.Spec.Taints) {
+		t.Errorf("template taints %v, want %v", template.Spec.Taints, c.WantTaints)
 	}
 }
