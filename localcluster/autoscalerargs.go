@@ -82,6 +82,9 @@ func (a autoscalerArgs) parse() (*parsedArgs, error) {
 		return nil, errors.New("cluster-autoscaler flags: --version is for the binary itself; run bin/cluster-autoscaler --version")
 	}
 	cmdline.FlagSet.Visit(func(f *pflag.Flag) {
+		if !f.Changed {
+			return // set by the flag table to upstream's default, not on the command line
+		}
 		p.changed[f.Name] = true
 		arg := flagArgs(f)
 		p.args = append(p.args, arg...)

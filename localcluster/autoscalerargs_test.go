@@ -190,6 +190,21 @@ func TestAutoscalerArgsForTheBinary(t *testing.T) {
 	}
 }
 
+// TestAutoscalerArgsForTheBinaryAlone: with no flags of the user's, the
+// binary's command line is local-up's flags and nothing else.
+func TestAutoscalerArgsForTheBinaryAlone(t *testing.T) {
+	parsed, err := localUpArgs(t, false, false).parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"--address=127.0.0.1:8085", "--cloud-config=/groups.yaml", "--cloud-provider=kwok",
+		"--elastic-quota-scheduler-names=default-scheduler", "--kubeconfig=/tmp/kube config",
+		"--kwok-state-configmap=kube-system/quotascale-kwok-cloud", "--leader-elect=false", "--scan-interval=2s"}
+	if diff := cmp.Diff(want, parsed.args); diff != "" {
+		t.Errorf("the binary's command line (-want +got):\n%s", diff)
+	}
+}
+
 // TestAutoscalerArgsLeaveTheProcessAlone: parsing sets neither klog's
 // process-wide flags nor the process's feature gates, which the control
 // plane in the same process uses.

@@ -219,9 +219,17 @@ func (b *lockedBuffer) String() string {
 
 func startBinary(t *testing.T, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(autoscalerBinary(t), args...), out: newLockedBuffer(), exited: make(chan struct{})}
+	cmd := exec.Command(autoscalerBinary(t), args...)
+	cmd.Dir = "/"
+	return startProcess(t, cmd)
+}
+
+// startProcess starts cmd, which runs the binary, and stops it with SIGTERM
+// when the test ends, showing its output if the test failed.
+func startProcess(t *testing.T, cmd *exec.Cmd) *process {
+	t.Helper()
+	p := &process{cmd: cmd, out: newLockedBuffer(), exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	p.cmd.Dir = "/"
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +243,7 @@ func startBinary(t *testing.T, args ...string) *process {
 			<-p.exited
 		}
 		if t.Failed() {
-			t.Logf("cluster-autoscaler %q:\n%s", args, p.out.String())
+			t.Logf("%q:\n%s", p.cmd.Args, p.out.String())
 		}
 	})
 	return p
