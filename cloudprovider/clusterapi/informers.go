@@ -31,8 +31,10 @@ type watchers struct {
 	// without discovery.
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 
-	mu        sync.Mutex
-	templates map[schema.GroupVersionResource]informers.GenericInformer
+	mu sync.Mutex
+	// templates are the informers and read failures of infrastructure
+	// machine template kinds (templates.go).
+	templates map[schema.GroupKind]*templateKind
 }
 
 func startInformers(ctx context.Context, client dynamic.Interface, d discovery.DiscoveryInterface, namespace string,
@@ -42,7 +44,7 @@ func startInformers(ctx context.Context, client dynamic.Interface, d discovery.D
 		factory:   dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, namespace, nil),
 		byKind:    map[string]informers.GenericInformer{},
 		timeout:   timeout,
-		templates: map[schema.GroupVersionResource]informers.GenericInformer{},
+		templates: map[schema.GroupKind]*templateKind{},
 	}
 	if d != nil {
 		inf.mapper = restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(d))
@@ -118,41 +120,4 @@ func (inf *watchers) waitForWrite(kind, namespace, name, rv string, seen func(*u
 		u := inf.get(kind, namespace, name)
 		return u != nil && (u.GetResourceVersion() == rv || seen(u)), nil
 	})
-}
-
-// template returns an infrastructure machine template from the cache of its
-// kind, starting that informer the first time. apiGroup and kind are a
-// v1beta2 contract reference; the version is the one discovery serves.
-func (inf *watchers) template(apiGroup, kind, namespace, name string) (*unstructured.Unstructured, error) {
-	if inf.mapper == nil {
-		return nil, nil
-	}
-	mapping, err := inf.mapper.RESTMapping(schema.GroupKind{Group: apiGroup, Kind: kind})
-	if err != nil {
-		// A kind registered after the mapper's last discovery.
-		inf.mapper.Reset()
-		if mapping, err = inf.mapper.RESTMapping(schema.GroupKind{Group: apiGroup, Kind: kind}); err != nil {
-			return nil, fmt.Errorf("finding the resource of %s.%s: %w", kind, apiGroup, err)
-		}
-	}
-	inf.mu.Lock()
-	i, ok := inf.templates[mapping.Resource]
-	if !ok {
-		i = inf.factory.ForResource(mapping.Resource)
-		inf.templates[mapping.Resource] = i
-		inf.factory.Start(inf.ctx.Done())
-	}
-	inf.mu.Unlock()
-	if err := inf.waitFor(i.Informer().HasSynced); err != nil {
-		return nil, err
-	}
-	obj, err := i.Lister().ByNamespace(namespace).Get(name)
-	if err != nil {
-		return nil, fmt.Errorf("reading %s %s/%s: %w", kind, namespace, name, err)
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return nil, fmt.Errorf("reading %s %s/%s: unexpected %T", kind, namespace, name, obj)
-	}
-	return u, nil
 }

@@ -54,8 +54,12 @@ func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeInfo, error) {
 	if node := g.existingNode(); node != nil {
 		return &cloudprovider.NodeInfo{Node: sanitizedCopy(node, g.templateName())}, nil
 	}
-	capacity, system := g.infrastructureCapacity()
 	a := g.obj.GetAnnotations()
+	// With cpu and memory annotated the group is described without the
+	// infrastructure template: it is used when its kind's informer has
+	// synced, never waited for.
+	annotated := a[CPUAnnotation] != "" && a[MemoryAnnotation] != ""
+	capacity, system := g.infrastructureCapacity(!annotated)
 	if err := annotatedCapacity(a, capacity); err != nil {
 		return nil, fmt.Errorf("%s: %w", g.id, err)
 	}
@@ -162,10 +166,10 @@ func annotatedCapacity(a map[string]string, capacity corev1.ResourceList) error 
 }
 
 // infrastructureCapacity reads the infrastructure machine template's
-// status.capacity and status.nodeInfo. A template that cannot be read, or
-// a quantity that does not parse, contributes nothing: the annotations may
-// still describe the group.
-func (g *nodeGroup) infrastructureCapacity() (corev1.ResourceList, corev1.NodeSystemInfo) {
+// status.capacity and status.nodeInfo, waiting for its kind's informer when
+// wait is set. A template that cannot be read, or a quantity that does not
+// parse, contributes nothing: the annotations may still describe the group.
+func (g *nodeGroup) infrastructureCapacity(wait bool) (corev1.ResourceList, corev1.NodeSystemInfo) {
 	capacity := corev1.ResourceList{}
 	system := corev1.NodeSystemInfo{Architecture: "amd64", OperatingSystem: "linux"}
 	ref, found, _ := unstructured.NestedStringMap(g.obj.Object, "spec", "template", "spec", "infrastructureRef")
@@ -177,7 +181,7 @@ func (g *nodeGroup) infrastructureCapacity() (corev1.ResourceList, corev1.NodeSy
 		apiGroup = schema.FromAPIVersionAndKind(ref["apiVersion"], ref["kind"]).Group
 	}
 	logger := klog.FromContext(g.p.ctx).WithValues("nodeGroup", g.id)
-	template, err := g.p.informers.template(apiGroup, ref["kind"], g.namespace, ref["name"])
+	template, err := g.p.informers.template(apiGroup, ref["kind"], g.namespace, ref["name"], wait)
 	if err != nil || template == nil {
 		if err != nil {
 			logger.V(4).Info("No capacity from the infrastructure machine template", "reason", err.Error())

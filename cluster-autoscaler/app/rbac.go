@@ -68,7 +68,7 @@ func RequiredAccess(opts config.Options) (workload, management []Access) {
 	ns := opts.Namespace
 	workload = slices.Concat(
 		each(watch, "", "nodes", "pods", "namespaces", "services", "replicationcontrollers", "persistentvolumes", "persistentvolumeclaims"),
-		each(watch, "apps", "replicasets", "statefulsets"),
+		each(watch, "apps", "daemonsets", "replicasets", "statefulsets"),
 		each(watch, "policy", "poddisruptionbudgets"),
 		each(watch, "storage.k8s.io", "storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"),
 		each(watch, "resource.k8s.io", "resourceclaims", "resourceslices", "deviceclasses"),
@@ -105,8 +105,8 @@ func RequiredAccess(opts config.Options) (workload, management []Access) {
 	switch opts.CloudProviderName {
 	case clusterapi.ProviderName:
 		// Infrastructure machine templates are read too, but their kinds are
-		// known only from the node groups; a refused read times out when a
-		// group's template is built.
+		// known only from the node groups; a kind that cannot be read is
+		// backed off by the provider, and annotated groups do without it.
 		management = each([]string{"get", "list", "watch"}, "cluster.x-k8s.io", "machinedeployments", "machinesets", "machinepools", "machines")
 		management = append(management, Access{Verb: "patch", Group: "cluster.x-k8s.io", Resource: "machines"})
 		for _, r := range []string{"machinedeployments", "machinesets", "machinepools"} {
