@@ -22,9 +22,18 @@ func Build(tree *schedulingv1beta1.ElasticQuotaTree) (*Tree, error) {
 	if problems := validate(flat); len(problems) > 0 {
 		return nil, fmt.Errorf("build ElasticQuotaTree %s: %w", object, &ValidationError{Object: object, Problems: problems})
 	}
-	s := newShape(object, flat)
-	return &Tree{usage: newUsage(s), leaving: newUsage(s), pods: newPodStore(s.index.Len())}, nil
+	return uncharged(newShape(object, flat)), nil
 }
+
+func uncharged(s *shape) *Tree {
+	return &Tree{usage: newUsage(s), leaving: newUsage(s), pods: newPodStore(s.index.Len())}
+}
+
+// Uncharged is a tree of the same generation with nothing charged. It shares
+// the immutable shape and costs no validation, so a program that charges a
+// fresh copy on every pass keeps the tree in force instead of building it
+// again.
+func (t *Tree) Uncharged() *Tree { return uncharged(t.shape) }
 
 // newShape turns a validated flat spec into the immutable model. The index
 // holds every resource any node names, so a request for anything else is

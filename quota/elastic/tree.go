@@ -73,23 +73,14 @@ func (t *Tree) Admit(namespace string, requests corev1.ResourceList) Verdict {
 // has terminated (Succeeded or Failed) is released, so an informer's add and
 // update handlers can both call it. A pod on its way out is marked leaving
 // (see KeepsGuarantees): one with a deletion timestamp, or with a true
-// DisruptionTarget condition, which whoever evicts a pod sets before deleting
-// it. It reports whether the pod is counted.
+// DisruptionTarget condition (Leaving). It reports whether the pod is counted.
+// Which pods to add is Charged's answer.
 func (t *Tree) AddPod(pod *corev1.Pod) bool {
 	if resources.PodFinished(pod) {
 		t.RemovePod(pod.UID)
 		return false
 	}
-	return t.add(pod.UID, pod.Namespace, resources.PodRequests(pod), pod.DeletionTimestamp != nil || disruptionTarget(pod))
-}
-
-func disruptionTarget(pod *corev1.Pod) bool {
-	for i := range pod.Status.Conditions {
-		if c := &pod.Status.Conditions[i]; c.Type == corev1.DisruptionTarget {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return t.add(pod.UID, pod.Namespace, resources.PodRequests(pod), Leaving(pod))
 }
 
 // MarkLeaving marks a tracked pod leaving before the API shows it so: a
