@@ -149,14 +149,8 @@ func (c *quotaCache) exportMetrics() {
 	c.metrics = newPluginMetrics(c)
 }
 
-// assigned reports whether the pod occupies capacity: bound to a node and not
-// finished.
-func assigned(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName != "" && !resources.PodFinished(pod)
-}
-
 // updatePod follows a pod through its life: charged once it is assigned,
-// released when it finishes.
+// released when it finishes (elastic.Charged).
 func (c *quotaCache) updatePod(pod *corev1.Pod) {
 	if pod.Spec.NodeName == "" {
 		c.notePending(pod)
@@ -170,7 +164,7 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 	if c.tree == nil {
 		return
 	}
-	if !assigned(pod) {
+	if !elastic.Charged(pod) {
 		// Finished: no longer holds capacity.
 		c.releaseLocked(pod.UID)
 		return
@@ -342,7 +336,7 @@ func (c *quotaCache) setTreeLocked(logger klog.Logger, t *elastic.Tree) {
 			logger.Error(err, "Listing pods to rebuild quota usage")
 		}
 		for _, p := range pods {
-			if assigned(p) {
+			if elastic.Charged(p) {
 				t.AddPod(p)
 			}
 		}

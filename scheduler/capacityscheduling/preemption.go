@@ -41,7 +41,7 @@ func (p *Plugin) planReclaim(ctx context.Context, pod *corev1.Pod, requests core
 	byUID := make(map[types.UID]*corev1.Pod)
 	var candidates []elastic.Candidate
 	for _, c := range pods {
-		if !assigned(c) || c.DeletionTimestamp != nil || c.UID == pod.UID {
+		if !elastic.Charged(c) || c.DeletionTimestamp != nil || c.UID == pod.UID {
 			continue
 		}
 		byUID[c.UID] = c

@@ -98,11 +98,11 @@ func (w *statusWriter) desiredStatus(t *schedulingv1beta1.ElasticQuotaTree) (sch
 	meta.SetStatusCondition(&status.Conditions, validCondition(d))
 	meta.SetStatusCondition(&status.Conditions, d.active)
 	status.Quotas = nil
-	if lc := &w.cache.lifecycle; w.cache.tree != nil && lc.inForce.uid == t.UID {
+	if inForce := w.cache.lifecycle.inForce; w.cache.tree != nil && inForce.UID == t.UID {
 		status.Quotas = w.cache.tree.Status()
 		// Persisted so that a restart, of this scheduler or of the
 		// autoscaler, enforces the same generation while the spec is invalid.
-		status.LastValid = &schedulingv1beta1.TreeGeneration{Generation: lc.inForce.generation, Spec: *lc.inForceSpec.DeepCopy()}
+		status.LastValid = &schedulingv1beta1.TreeGeneration{Generation: inForce.Generation, Spec: *inForce.Spec.DeepCopy()}
 	}
 	return status, true
 }

@@ -14,21 +14,17 @@ import (
 )
 
 // treeLifecycle decides which ElasticQuotaTree is in force and what every tree
-// object is told on its status. Only a tree in kube-system is in force, the oldest
-// one if there are several; an invalid generation leaves the last valid
-// generation of that object in force (elastic.LastValid).
+// object is told on its status. The decision is elastic.Tracker's, the same the
+// autoscaler and kubectl-quota make: only a tree in kube-system is in force, the
+// oldest one if there are several, and an invalid generation leaves the last
+// valid generation of that object in force.
 type treeLifecycle struct {
-	// inForce is the object and generation the tree in force was built from.
-	inForce generationRef
-	// inForceSpec is that generation's spec, which status.lastValid records.
-	inForceSpec *schedulingv1beta1.ElasticQuotaTreeSpec
-	// decided is the generation of the chosen tree the last sync decided about;
-	// a sync for the same generation (a status write, say) decides nothing anew.
-	decided generationRef
+	tracker elastic.Tracker
+	// inForce is the object and generation the tree in force was built from,
+	// with the spec status.lastValid records.
+	inForce elastic.TreeInForce
 	// decisions are keyed by namespace/name.
 	decisions map[string]treeDecision
-	// announced remembers the generations an event was already recorded for.
-	announced map[generationRef]bool
 }
 
 type generationRef struct {
@@ -60,82 +56,49 @@ const (
 // the events to record; the caller records them after releasing the lock.
 func (c *quotaCache) syncTreesLocked(logger klog.Logger, trees []*schedulingv1beta1.ElasticQuotaTree) []treeEvent {
 	lc := &c.lifecycle
-	if lc.decisions == nil {
-		lc.decisions = map[string]treeDecision{}
-		lc.announced = map[generationRef]bool{}
-	}
 	sort.Slice(trees, func(i, j int) bool { return elastic.OlderFirst(trees[i], trees[j]) })
-	chosen := elastic.InForce(trees)
+	obs := lc.tracker.Observe(trees)
 	var events []treeEvent
-	switch {
-	case chosen != nil:
-		events = c.enforceLocked(logger, chosen)
-	case c.tree != nil:
-		logger.Info("No ElasticQuotaTree in kube-system; quota is no longer enforced")
-		c.setInForceLocked(logger, nil, generationRef{}, nil)
-		fallthrough
-	default:
-		lc.decided = generationRef{}
+	if obs.Changed {
+		events = c.enforceLocked(logger, obs)
 	}
+	lc.inForce = obs.InForce
 
-	decisions := make(map[string]treeDecision, len(trees))
-	for _, t := range trees {
-		key := t.Namespace + "/" + t.Name
-		ref := generationRef{uid: t.UID, generation: t.Generation}
-		d, known := lc.decisions[key]
-		if !known || d.ref != ref {
-			_, err := elastic.Build(t)
-			d = treeDecision{ref: ref, problems: problemsOf(err)}
-		}
-		if d.problems != "" && !lc.announced[ref] {
-			lc.announced[ref] = true
+	decisions := make(map[string]treeDecision, len(obs.Trees))
+	for _, v := range obs.Trees {
+		t := v.Object
+		d := treeDecision{ref: generationRef{uid: t.UID, generation: t.Generation}, problems: problemsOf(v.Err)}
+		if v.NewlyInvalid {
 			logger.Info("Invalid ElasticQuotaTree", "tree", klog.KObj(t), "generation", t.Generation, "problems", d.problems)
 			events = append(events, treeEvent{t, "Warning", eventReasonInvalid, d.problems})
 		}
-		d.active = activeCondition(t, chosen, d, lc.inForce)
-		decisions[key] = d
+		d.active = activeCondition(t, obs.Chosen, d, obs.InForce)
+		decisions[t.Namespace+"/"+t.Name] = d
 	}
 	lc.decisions = decisions
 	c.changed = true
 	return events
 }
 
-// enforceLocked puts the generation of chosen that elastic.LastValid picks in
-// force, re-charging the pods of the tree it replaces.
-func (c *quotaCache) enforceLocked(logger klog.Logger, chosen *schedulingv1beta1.ElasticQuotaTree) []treeEvent {
-	lc := &c.lifecycle
-	seen := generationRef{uid: chosen.UID, generation: chosen.Generation}
-	if seen == lc.decided {
-		return nil
-	}
-	lc.decided = seen
-	var remembered *schedulingv1beta1.TreeGeneration
-	if lc.inForce.uid == chosen.UID && lc.inForceSpec != nil {
-		remembered = &schedulingv1beta1.TreeGeneration{Generation: lc.inForce.generation, Spec: *lc.inForceSpec}
-	}
-	enforced, _ := elastic.LastValid(chosen, remembered)
-	if enforced.Tree == nil {
-		if c.tree != nil {
-			logger.Info("The ElasticQuotaTree in force has no valid generation; quota is no longer enforced", "tree", klog.KObj(chosen))
-			c.setInForceLocked(logger, nil, generationRef{}, nil)
+// enforceLocked puts the generation the tracker chose in force, re-charging
+// the pods of the tree it replaces.
+func (c *quotaCache) enforceLocked(logger klog.Logger, obs elastic.Observation) []treeEvent {
+	if obs.InForce.Tree == nil {
+		if obs.Chosen == nil {
+			logger.Info("No ElasticQuotaTree in kube-system; quota is no longer enforced")
+		} else {
+			logger.Info("The ElasticQuotaTree in force has no valid generation; quota is no longer enforced", "tree", klog.KObj(obs.Chosen))
 		}
+		c.setTreeLocked(logger, nil)
 		return nil
 	}
-	ref := generationRef{uid: chosen.UID, generation: enforced.Generation}
-	if ref == lc.inForce {
-		return nil
-	}
+	next := obs.InForce.Tree.Uncharged()
 	if c.tree != nil {
-		enforced.Tree.ChargeFrom(c.tree)
+		next.ChargeFrom(c.tree)
 	}
-	c.setInForceLocked(logger, enforced.Tree, ref, enforced.Spec)
-	logger.Info("ElasticQuotaTree in force", "tree", klog.KObj(chosen), "generation", enforced.Generation, "current", enforced.Current)
-	return []treeEvent{{chosen, "Normal", eventReasonEnforced, fmt.Sprintf("generation %d is in force", enforced.Generation)}}
-}
-
-func (c *quotaCache) setInForceLocked(logger klog.Logger, t *elastic.Tree, ref generationRef, spec *schedulingv1beta1.ElasticQuotaTreeSpec) {
-	c.setTreeLocked(logger, t)
-	c.lifecycle.inForce, c.lifecycle.inForceSpec = ref, spec
+	c.setTreeLocked(logger, next)
+	logger.Info("ElasticQuotaTree in force", "tree", klog.KObj(obs.Chosen), "generation", obs.InForce.Generation, "current", obs.InForce.Current)
+	return []treeEvent{{obs.Chosen, "Normal", eventReasonEnforced, fmt.Sprintf("generation %d is in force", obs.InForce.Generation)}}
 }
 
 func problemsOf(err error) string {
@@ -149,7 +112,7 @@ func problemsOf(err error) string {
 	return err.Error()
 }
 
-func activeCondition(t, chosen *schedulingv1beta1.ElasticQuotaTree, d treeDecision, inForce generationRef) metav1.Condition {
+func activeCondition(t, chosen *schedulingv1beta1.ElasticQuotaTree, d treeDecision, inForce elastic.TreeInForce) metav1.Condition {
 	cond := metav1.Condition{Type: schedulingv1beta1.ConditionActive, Status: metav1.ConditionFalse}
 	switch {
 	case t.Namespace != schedulingv1beta1.EnforcedNamespace:
@@ -162,10 +125,10 @@ func activeCondition(t, chosen *schedulingv1beta1.ElasticQuotaTree, d treeDecisi
 		cond.Status = metav1.ConditionTrue
 		cond.Reason = schedulingv1beta1.ReasonEnforced
 		cond.Message = fmt.Sprintf("generation %d is in force", t.Generation)
-	case inForce.uid == t.UID:
+	case inForce.Tree != nil && inForce.UID == t.UID:
 		cond.Status = metav1.ConditionTrue
 		cond.Reason = schedulingv1beta1.ReasonInvalid
-		cond.Message = fmt.Sprintf("generation %d is invalid; generation %d stays in force", t.Generation, inForce.generation)
+		cond.Message = fmt.Sprintf("generation %d is invalid; generation %d stays in force", t.Generation, inForce.Generation)
 	default:
 		cond.Reason = schedulingv1beta1.ReasonInvalid
 		cond.Message = "this tree is invalid and has no earlier valid generation; no quota is enforced"
