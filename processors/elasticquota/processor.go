@@ -15,7 +15,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -39,18 +38,10 @@ type Processor struct {
 	enforcing map[string]bool
 
 	mu sync.Mutex
-	// enforced is the generation of the tree object seen.uid in force, with
-	// its spec; elastic.LastValid keeps it in force while a newer generation
-	// is invalid, as in the scheduler. Nil when no generation is valid.
-	enforced *schedulingv1beta1.ElasticQuotaTree
-	// seen is what was last judged, so an unchanged tree is not judged again
-	// and an invalid generation is logged once.
-	seen seenTree
-}
-
-type seenTree struct {
-	uid                  types.UID
-	generation, recorded int64
+	// tracker keeps the generation in force from one loop to the next, as
+	// the scheduler's does: an invalid generation leaves the last valid one
+	// in force, and the tree is built once per generation.
+	tracker elastic.Tracker
 }
 
 var _ processors.PodListProcessor = &Processor{}
@@ -128,14 +119,11 @@ func admissionOrder(a, b *corev1.Pod) bool {
 // with the pods bound right now; and the pending pods a reclaim nominated, from
 // the same pass over the pods.
 func (p *Processor) liveTree(ctx context.Context) (*elastic.Tree, []*corev1.Pod, error) {
-	spec := p.treeInForce(ctx)
-	if spec == nil {
+	inForce := p.inForce(ctx)
+	if inForce.Tree == nil {
 		return nil, nil, nil
 	}
-	tree, err := elastic.Build(spec)
-	if err != nil {
-		return nil, nil, fmt.Errorf("building ElasticQuotaTree %s/%s: %w", spec.Namespace, spec.Name, err)
-	}
+	tree := inForce.Tree.Uncharged()
 	pods, err := p.pods.List(labels.Everything())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing pods: %w", err)
@@ -143,60 +131,51 @@ func (p *Processor) liveTree(ctx context.Context) (*elastic.Tree, []*corev1.Pod,
 	var nominated []*corev1.Pod
 	for _, pod := range pods {
 		switch {
-		case pod.Spec.NodeName != "":
+		case elastic.Charged(pod):
 			tree.AddPod(pod)
-		case pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil:
+		case pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil:
 			nominated = append(nominated, pod)
 		}
 	}
 	return tree, nominated, nil
 }
 
-func (p *Processor) treeInForce(ctx context.Context) *schedulingv1beta1.ElasticQuotaTree {
+// TreeInForce is the generation in force with its tree charged with the pods
+// bound right now: what Process admits against, before the pods a reclaim
+// nominated. Tree is nil when no tree is in force.
+func (p *Processor) TreeInForce(ctx context.Context) (elastic.TreeInForce, error) {
+	inForce := p.inForce(ctx)
+	tree, _, err := p.liveTree(ctx)
+	inForce.Tree = tree
+	return inForce, err
+}
+
+// inForce observes the tree objects the informer holds.
+func (p *Processor) inForce(ctx context.Context) elastic.TreeInForce {
 	var trees []*schedulingv1beta1.ElasticQuotaTree
 	for _, obj := range p.trees.List() {
 		if t, ok := obj.(*schedulingv1beta1.ElasticQuotaTree); ok {
 			trees = append(trees, t)
 		}
 	}
-	chosen := elastic.InForce(trees)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if chosen == nil {
-		p.enforced, p.seen = nil, seenTree{}
-		return nil
+	obs := p.tracker.Observe(trees)
+	for _, v := range obs.Trees {
+		if v.NewlyInvalid && v.Object == obs.Chosen {
+			klog.FromContext(ctx).Info("ElasticQuotaTree generation is invalid", "tree", klog.KObj(v.Object), "generation", v.Object.Generation,
+				"enforcedGeneration", obs.InForce.Generation, "err", v.Err)
+		}
 	}
-	seen := seenTree{uid: chosen.UID, generation: chosen.Generation}
-	if chosen.Status.LastValid != nil {
-		seen.recorded = chosen.Status.LastValid.Generation
-	}
-	if seen == p.seen {
-		return p.enforced
-	}
-	var remembered *schedulingv1beta1.TreeGeneration
-	if p.enforced != nil && p.seen.uid == chosen.UID {
-		remembered = &schedulingv1beta1.TreeGeneration{Generation: p.enforced.Generation, Spec: p.enforced.Spec}
-	}
-	p.seen = seen
-	enforced, err := elastic.LastValid(chosen, remembered)
-	if err != nil {
-		klog.FromContext(ctx).Info("ElasticQuotaTree generation is invalid", "tree", klog.KObj(chosen), "generation", chosen.Generation,
-			"enforcedGeneration", enforced.Generation, "err", err)
-	}
-	p.enforced = nil
-	if enforced.Tree != nil {
-		p.enforced = &schedulingv1beta1.ElasticQuotaTree{ObjectMeta: chosen.ObjectMeta, Spec: *enforced.Spec}
-		p.enforced.Generation = enforced.Generation
-	}
-	return p.enforced
+	return obs.InForce
 }
 
 // RootMin is the min of the root of the tree in force, which scale-down keeps
 // allocatable for; nil without a tree.
 func (p *Processor) RootMin() corev1.ResourceList {
-	spec := p.treeInForce(context.Background())
-	if spec == nil {
+	inForce := p.inForce(context.Background())
+	if inForce.Tree == nil {
 		return nil
 	}
-	return spec.Spec.Root.Min.DeepCopy()
+	return inForce.Spec.Root.Min.DeepCopy()
 }
