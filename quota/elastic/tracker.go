@@ -19,6 +19,8 @@ import (
 // generations they go through. It is not safe for concurrent use.
 type Tracker struct {
 	inForce TreeInForce
+	// err is why the chosen object's own spec is not in force.
+	err error
 	// decided is what the last decision was made from; the same again (a
 	// status write, say) decides nothing anew.
 	decided decidedFrom
@@ -59,6 +61,9 @@ type Observation struct {
 	// Changed reports whether another generation, or none, is in force than
 	// after the previous observation.
 	Changed bool
+	// Err is why Chosen's own spec is not in force (elastic.LastValid's
+	// error), nil when it is.
+	Err error
 	// Trees are the verdicts on the observed objects, in the order observed.
 	Trees []TreeVerdict
 }
@@ -78,7 +83,7 @@ func (t *Tracker) Observe(trees []*schedulingv1beta1.ElasticQuotaTree) Observati
 	before := t.inForce
 	obs := Observation{Chosen: InForce(trees)}
 	t.decide(obs.Chosen)
-	obs.InForce = t.inForce
+	obs.InForce, obs.Err = t.inForce, t.err
 	obs.Changed = before.UID != t.inForce.UID || before.Generation != t.inForce.Generation
 	obs.Trees = t.judge(trees)
 	return obs
@@ -86,7 +91,7 @@ func (t *Tracker) Observe(trees []*schedulingv1beta1.ElasticQuotaTree) Observati
 
 func (t *Tracker) decide(chosen *schedulingv1beta1.ElasticQuotaTree) {
 	if chosen == nil {
-		t.inForce, t.decided = TreeInForce{}, decidedFrom{}
+		t.inForce, t.decided, t.err = TreeInForce{}, decidedFrom{}, nil
 		return
 	}
 	from := decidedFrom{uid: chosen.UID, generation: chosen.Generation}
@@ -102,7 +107,8 @@ func (t *Tracker) decide(chosen *schedulingv1beta1.ElasticQuotaTree) {
 	if same {
 		remembered = &schedulingv1beta1.TreeGeneration{Generation: t.inForce.Generation, Spec: *t.inForce.Spec}
 	}
-	enforced, _ := LastValid(chosen, remembered)
+	enforced, err := LastValid(chosen, remembered)
+	t.err = err
 	switch {
 	case enforced.Tree == nil:
 		t.inForce = TreeInForce{}

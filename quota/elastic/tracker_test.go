@@ -36,10 +36,11 @@ type seen struct {
 	MaxA       string
 	Changed    bool
 	Invalid    []string // objects whose spec is invalid; "new:" when newly so
+	Err        bool     // the chosen object's own spec is not in force
 }
 
 func describe(obs Observation) seen {
-	s := seen{Generation: obs.InForce.Generation, Current: obs.InForce.Current, Changed: obs.Changed}
+	s := seen{Generation: obs.InForce.Generation, Current: obs.InForce.Current, Changed: obs.Changed, Err: obs.Err != nil}
 	if obs.Chosen != nil {
 		s.Chosen = fmt.Sprintf("%s/%s@%d", obs.Chosen.Namespace, obs.Chosen.Name, obs.Chosen.Generation)
 	}
@@ -79,11 +80,11 @@ func TestTracker(t *testing.T) {
 		{"a status write changes nothing", trees(withLastValid(trackedTree("uid-1", 1, "2"), 1, "2")),
 			seen{Chosen: "kube-system/eqt@1", Generation: 1, Current: true, MaxA: "2"}},
 		{"an invalid update leaves the last valid generation in force", trees(trackedTree("uid-1", 2, "")),
-			seen{Chosen: "kube-system/eqt@2", Generation: 1, MaxA: "2", Invalid: []string{"new:eqt@2"}}},
+			seen{Chosen: "kube-system/eqt@2", Generation: 1, MaxA: "2", Invalid: []string{"new:eqt@2"}, Err: true}},
 		{"the invalid generation is reported once", trees(trackedTree("uid-1", 2, "")),
-			seen{Chosen: "kube-system/eqt@2", Generation: 1, MaxA: "2", Invalid: []string{"eqt@2"}}},
+			seen{Chosen: "kube-system/eqt@2", Generation: 1, MaxA: "2", Invalid: []string{"eqt@2"}, Err: true}},
 		{"memory wins over an older status.lastValid", trees(withLastValid(trackedTree("uid-1", 3, ""), 0, "9")),
-			seen{Chosen: "kube-system/eqt@3", Generation: 1, MaxA: "2", Invalid: []string{"new:eqt@3"}}},
+			seen{Chosen: "kube-system/eqt@3", Generation: 1, MaxA: "2", Invalid: []string{"new:eqt@3"}, Err: true}},
 		{"a valid generation replaces it", trees(trackedTree("uid-1", 4, "3"), elsewhere),
 			seen{Chosen: "kube-system/eqt@4", Generation: 4, Current: true, MaxA: "3", Changed: true, Invalid: []string{"new:eqt@1"}}},
 		{"an older tree in kube-system takes over", trees(trackedTree("uid-1", 4, "3"), older),
@@ -91,10 +92,10 @@ func TestTracker(t *testing.T) {
 		{"deleting it puts the other back", trees(trackedTree("uid-1", 4, "3")),
 			seen{Chosen: "kube-system/eqt@4", Generation: 4, Current: true, MaxA: "3", Changed: true}},
 		{"an invalid update keeps it", trees(withLastValid(trackedTree("uid-1", 5, ""), 4, "3")),
-			seen{Chosen: "kube-system/eqt@5", Generation: 4, MaxA: "3", Invalid: []string{"new:eqt@5"}}},
+			seen{Chosen: "kube-system/eqt@5", Generation: 4, MaxA: "3", Invalid: []string{"new:eqt@5"}, Err: true}},
 		{"no tree at all", nil, seen{Changed: true}},
 		{"invalid and never valid: nothing in force", trees(trackedTree("uid-4", 1, "")),
-			seen{Chosen: "kube-system/eqt@1", Invalid: []string{"new:eqt@1"}}},
+			seen{Chosen: "kube-system/eqt@1", Invalid: []string{"new:eqt@1"}, Err: true}},
 	}
 	tracker := &Tracker{}
 	for _, step := range steps {
@@ -113,7 +114,7 @@ func TestTrackerRestart(t *testing.T) {
 	remembering.Observe(trees(trackedTree("uid-1", 1, "2")))
 	for name, tracker := range map[string]*Tracker{"remembering": remembering, "restarted": {}} {
 		got := describe(tracker.Observe(trees(invalid)))
-		want := seen{Chosen: "kube-system/eqt@2", Generation: 1, MaxA: "2", Changed: name == "restarted", Invalid: []string{"new:eqt@2"}}
+		want := seen{Chosen: "kube-system/eqt@2", Generation: 1, MaxA: "2", Changed: name == "restarted", Invalid: []string{"new:eqt@2"}, Err: true}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", name, diff)
 		}

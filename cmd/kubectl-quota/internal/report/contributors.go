@@ -40,7 +40,7 @@ func contributors(tree *elastic.Tree, node elastic.Node, resource corev1.Resourc
 	}
 	sums := map[string]*sum{}
 	for _, p := range pods {
-		if !counts(p) || !namespaces[p.Namespace] {
+		if !elastic.Charged(p) || !namespaces[p.Namespace] {
 			continue
 		}
 		workload := workloadOf(p)

@@ -70,7 +70,7 @@ func explainElastic(m *model, pod *corev1.Pod, requests corev1.ResourceList, pod
 	}
 	out.Leaf = leaf.Name()
 	var v elastic.Verdict
-	if !counts(pod) {
+	if !elastic.Charged(pod) {
 		v = m.tree.Admit(pod.Namespace, requests)
 		out.Admitted, out.Message = v.Admitted(), v.Message()
 	}

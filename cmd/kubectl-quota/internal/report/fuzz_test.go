@@ -14,6 +14,7 @@ import (
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+	"github.com/quotascale/quotascale/quota/elastic"
 )
 
 // fuzzSnapshot is what a fuzz input decodes into: everything kubectl-quota
@@ -53,10 +54,11 @@ func fuzzSeed(f *testing.F) []byte {
 	tree.Generation = 1
 	tree.CreationTimestamp = ago(time.Hour)
 	running := replicaPods("namespace1", "train", 3, "5", "node-a", time.Hour)
-	live, err := chargePods(&tree, running)
+	built, err := elastic.Build(&tree)
 	if err != nil {
 		f.Fatal(err)
 	}
+	live := chargePods(built, running)
 	tree.Status.ObservedGeneration = 1
 	tree.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue, Reason: "Enforced", Message: "generation 1 is in force"}}
 	tree.Status.Quotas = live.Status()

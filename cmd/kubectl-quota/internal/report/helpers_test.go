@@ -15,6 +15,7 @@ import (
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+	"github.com/quotascale/quotascale/quota/elastic"
 )
 
 // now is the fixed clock of every test; objects are created relative to it.
@@ -55,10 +56,11 @@ func seedTree(t *testing.T) *schedulingv1beta1.ElasticQuotaTree {
 // with the figures the model computes from pods.
 func withStatus(t *testing.T, tree *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod) *schedulingv1beta1.ElasticQuotaTree {
 	t.Helper()
-	live, err := chargePods(tree, pods)
+	built, err := elastic.Build(tree)
 	if err != nil {
 		t.Fatal(err)
 	}
+	live := chargePods(built, pods)
 	out := tree.DeepCopy()
 	out.Status.ObservedGeneration = tree.Generation
 	out.Status.Conditions = []metav1.Condition{

@@ -24,27 +24,27 @@ type model struct {
 }
 
 // newModel builds the tree in force and charges it, from status.quotas when
-// the scheduler wrote them for this generation, else from the bound pods. When
-// the spec is invalid the scheduler still enforces the last valid generation,
-// which elastic.LastValid finds in status.lastValid, as the scheduler does.
+// the scheduler wrote them for this generation, else from the bound pods. The
+// generation in force is elastic.Tracker's choice, as in the scheduler and the
+// autoscaler; kubectl-quota looks once, like a program just started, so while
+// the spec is invalid it is the generation status.lastValid records.
 func newModel(obj *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod) (*model, error) {
 	m := &model{object: obj.Namespace + "/" + obj.Name}
-	enforced, err := elastic.LastValid(obj, nil)
-	if enforced.Tree == nil {
-		return nil, fmt.Errorf("ElasticQuotaTree %s: %w", m.object, err)
+	var tracker elastic.Tracker
+	obs := tracker.Observe([]*schedulingv1beta1.ElasticQuotaTree{obj})
+	inForce := obs.InForce
+	if inForce.Tree == nil {
+		return nil, fmt.Errorf("ElasticQuotaTree %s: %w", m.object, obs.Err)
 	}
-	shape, spec := enforced.Tree, obj
-	if !enforced.Current {
-		spec = &schedulingv1beta1.ElasticQuotaTree{ObjectMeta: obj.ObjectMeta, Spec: *enforced.Spec, Status: obj.Status}
-		spec.Generation = enforced.Generation
-		m.notes = append(m.notes, fmt.Sprintf("generation %d of %s is invalid; the quota nodes shown are generation %d's, the last valid one, which stays in force", obj.Generation, m.object, enforced.Generation))
+	if !inForce.Current {
+		m.notes = append(m.notes, fmt.Sprintf("generation %d of %s is invalid; the quota nodes shown are generation %d's, the last valid one, which stays in force", obj.Generation, m.object, inForce.Generation))
 	}
-	live, err := chargePods(spec, pods)
-	if err != nil {
-		return nil, err
-	}
-	if fresh, why := statusFresh(obj, shape); fresh || !enforced.Current {
-		if charged, ok := chargeStatus(spec, obj.Status.Quotas); ok {
+	live := chargePods(inForce.Tree, pods)
+	// While the spec is invalid, status.quotas describes the generation in
+	// force whatever the spec's generation.
+	fresh, why := statusFresh(obj, inForce.Tree)
+	if fresh || (!inForce.Current && len(obj.Status.Quotas) > 0) {
+		if charged, ok := chargeStatus(inForce.Tree, obj.Status.Quotas); ok {
 			m.tree, m.source = charged, FromStatus
 			if differ := differingNodes(charged, live); len(differ) > 0 {
 				m.notes = append(m.notes, fmt.Sprintf("status.quotas differs from the bound pods' requests on %s: status is written every few seconds and also counts pods being bound and quota held for a reclaim", strings.Join(differ, ", ")))
@@ -87,34 +87,23 @@ func statusFresh(obj *schedulingv1beta1.ElasticQuotaTree, tree *elastic.Tree) (b
 	return true, ""
 }
 
-// chargePods is the tree charged with the requests of the bound, running pods,
-// the way the scheduler rebuilds usage after a start.
-func chargePods(spec *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod) (*elastic.Tree, error) {
-	tree, err := elastic.Build(spec)
-	if err != nil {
-		return nil, err
-	}
+// chargePods is a copy of tree charged with the pods the scheduler charges
+// (elastic.Charged), the way it rebuilds usage after a start.
+func chargePods(tree *elastic.Tree, pods []*corev1.Pod) *elastic.Tree {
+	charged := tree.Uncharged()
 	for _, p := range pods {
-		if counts(p) {
-			tree.AddPod(p)
+		if elastic.Charged(p) {
+			charged.AddPod(p)
 		}
 	}
-	return tree, nil
-}
-
-// counts says whether a pod is charged to its quota: bound and not finished.
-func counts(p *corev1.Pod) bool {
-	return p != nil && p.Spec.NodeName != "" && p.DeletionTimestamp == nil && !resources.PodFinished(p)
+	return charged
 }
 
 // chargeStatus charges every leaf with the usage status reports for it, so the
 // library's Admit judges against the scheduler's own figures. Inner nodes are
 // sums of their leaves; when status disagrees with that, it is not used.
-func chargeStatus(spec *schedulingv1beta1.ElasticQuotaTree, quotas []schedulingv1beta1.QuotaNodeStatus) (*elastic.Tree, bool) {
-	tree, err := elastic.Build(spec)
-	if err != nil {
-		return nil, false
-	}
+func chargeStatus(shape *elastic.Tree, quotas []schedulingv1beta1.QuotaNodeStatus) (*elastic.Tree, bool) {
+	tree := shape.Uncharged()
 	used := make(map[string]corev1.ResourceList, len(quotas))
 	for _, q := range quotas {
 		used[q.Name] = q.Used
