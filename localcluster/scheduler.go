@@ -15,12 +15,11 @@ import (
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler"
-	schedulerapi "k8s.io/kubernetes/pkg/scheduler/apis/config"
-	schedulerscheme "k8s.io/kubernetes/pkg/scheduler/apis/config/scheme"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/profile"
 	"k8s.io/utils/ptr"
 
+	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
 	"github.com/quotascale/quotascale/scheduler/capacityscheduling"
 	"github.com/quotascale/quotascale/scheduler/webhook"
 )
@@ -100,7 +99,8 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) err
 		}
 		return p, err
 	}
-	cfg, err := internalSchedulerConfig(versioned)
+	// Defaulted and converted by the one implementation, the simulation's.
+	cfg, err := simulator.DefaultSchedulerConfig(versioned)
 	if err != nil {
 		return err
 	}
@@ -176,18 +176,4 @@ func (c *Cluster) StopScheduler() {
 	c.scheduler.cancel()
 	<-c.scheduler.done
 	c.scheduler.cancel, c.scheduler.done = nil, nil
-}
-
-func internalSchedulerConfig(versioned *configv1.KubeSchedulerConfiguration) (*schedulerapi.KubeSchedulerConfiguration, error) {
-	if versioned == nil {
-		versioned = &configv1.KubeSchedulerConfiguration{}
-	} else {
-		versioned = versioned.DeepCopy()
-	}
-	schedulerscheme.Scheme.Default(versioned)
-	cfg := &schedulerapi.KubeSchedulerConfiguration{}
-	if err := schedulerscheme.Scheme.Convert(versioned, cfg, nil); err != nil {
-		return nil, fmt.Errorf("converting the scheduler configuration: %w", err)
-	}
-	return cfg, nil
 }
