@@ -195,14 +195,7 @@ func compileGroup(i int, g *NodeGroupConfig) (*groupSpec, []string) {
 	add := func(format string, args ...any) {
 		problems = append(problems, p+": "+fmt.Sprintf(format, args...))
 	}
-	switch {
-	case g.Name == "":
-		add("name is required")
-	case len(g.Name) > maxGroupNameLength:
-		add("name %q is longer than %d characters", g.Name, maxGroupNameLength)
-	case len(content.IsDNS1123Label(g.Name)) > 0:
-		add("name %q must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit", g.Name)
-	}
+	checkGroupName(g.Name, add)
 	if g.MinSize < 0 {
 		add("minSize %d is negative", g.MinSize)
 	}
@@ -210,74 +203,9 @@ func compileGroup(i int, g *NodeGroupConfig) (*groupSpec, []string) {
 		add("maxSize %d is less than minSize %d", g.MaxSize, g.MinSize)
 	}
 	spec := &groupSpec{name: g.Name, minSize: g.MinSize, maxSize: g.MaxSize}
-
-	spec.labels = map[string]string{}
-	for _, k := range sortedKeys(g.Labels) {
-		v := g.Labels[k]
-		switch {
-		case len(content.IsLabelKey(k)) > 0:
-			add("labels: %q is not a valid label key", k)
-		case k == corev1.LabelHostname || k == NodeGroupLabel:
-			add("labels: %s is set by the cloud and cannot be configured", k)
-		case len(content.IsLabelValue(v)) > 0:
-			add("labels[%s]: %q is not a valid label value", k, v)
-		default:
-			spec.labels[k] = v
-		}
-	}
-	for j, t := range g.Taints {
-		if len(content.IsLabelKey(t.Key)) > 0 {
-			add("taints[%d].key: %q is not a valid taint key", j, t.Key)
-		}
-		if t.Value != "" && len(content.IsLabelValue(t.Value)) > 0 {
-			add("taints[%d].value: %q is not a valid taint value", j, t.Value)
-		}
-		effect := corev1.TaintEffect(t.Effect)
-		if effect != corev1.TaintEffectNoSchedule && effect != corev1.TaintEffectPreferNoSchedule && effect != corev1.TaintEffectNoExecute {
-			add("taints[%d].effect: %q is not one of NoSchedule, PreferNoSchedule, NoExecute", j, t.Effect)
-		}
-		spec.taints = append(spec.taints, corev1.Taint{Key: t.Key, Value: t.Value, Effect: effect})
-	}
-
-	var resourceProblems []string
-	spec.capacity, resourceProblems = parseResources("capacity", g.Capacity)
-	for _, r := range resourceProblems {
-		add("%s", r)
-	}
-	for _, required := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if _, ok := g.Capacity[string(required)]; !ok {
-			add("capacity.%s is required", required)
-		}
-	}
-	if _, ok := spec.capacity[corev1.ResourcePods]; !ok {
-		if _, given := g.Capacity[string(corev1.ResourcePods)]; !given {
-			spec.capacity[corev1.ResourcePods] = resource.MustParse(defaultMaxPods)
-		}
-	}
-	allocatable, resourceProblems := parseResources("allocatable", g.Allocatable)
-	for _, r := range resourceProblems {
-		add("%s", r)
-	}
-	spec.allocatable = spec.capacity.DeepCopy()
-	for _, name := range sortedKeys(g.Allocatable) {
-		q, ok := allocatable[corev1.ResourceName(name)]
-		if !ok {
-			continue // already reported
-		}
-		c, inCapacity := spec.capacity[corev1.ResourceName(name)]
-		if !inCapacity {
-			if _, given := g.Capacity[name]; !given {
-				add("allocatable.%s: the resource is not in capacity", name)
-			}
-			continue
-		}
-		if q.Cmp(c) > 0 {
-			add("allocatable.%s: %s is more than capacity.%s %s", name, g.Allocatable[name], name, c.String())
-			continue
-		}
-		spec.allocatable[corev1.ResourceName(name)] = q
-	}
-
+	spec.labels = compileLabels(g.Labels, add)
+	spec.taints = compileTaints(g.Taints, add)
+	spec.capacity, spec.allocatable = compileResources(g, add)
 	if g.ProvisioningDelay != "" {
 		d, err := time.ParseDuration(g.ProvisioningDelay)
 		switch {
@@ -289,48 +217,147 @@ func compileGroup(i int, g *NodeGroupConfig) (*groupSpec, []string) {
 			spec.delay = d
 		}
 	}
-
 	if f := g.Failures; f != nil {
-		fails := f.OutOfResources || f.ErrorCode != ""
-		if f.ErrorCode != "" && !errorCodeRegexp.MatchString(f.ErrorCode) {
-			add("failures.errorCode: %q must be 1 to 63 letters, digits, '_', '-' or '.'", f.ErrorCode)
-		}
-		if f.Message != "" && !fails {
-			add("failures.message is set but instances never fail: set failures.outOfResources or failures.errorCode")
-		}
-		failAfter := -1
-		if f.FailAfter != nil {
-			switch {
-			case *f.FailAfter < 0:
-				add("failures.failAfter %d is negative", *f.FailAfter)
-			case !fails:
-				add("failures.failAfter is set but instances never fail: set failures.outOfResources or failures.errorCode")
-			default:
-				failAfter = *f.FailAfter
-			}
-		}
 		spec.increaseSizeError = f.IncreaseSizeError
-		if fails {
-			fs := &failureSpec{class: "Other", code: f.ErrorCode, message: f.Message, failAfter: failAfter}
-			if f.OutOfResources {
-				fs.class = "OutOfResources"
-			}
-			if fs.code == "" {
-				fs.code = ErrorCodeCreateFailed
-				if f.OutOfResources {
-					fs.code = ErrorCodeOutOfResources
-				}
-			}
-			if fs.message == "" {
-				fs.message = fmt.Sprintf("kwok cloud: cannot create an instance in node group %s", g.Name)
-				if f.OutOfResources {
-					fs.message = fmt.Sprintf("kwok cloud: out of resources for node group %s", g.Name)
-				}
-			}
-			spec.failures = fs
-		}
+		spec.failures = compileFailures(g.Name, f, add)
 	}
 	return spec, problems
+}
+
+// problemf reports one problem of the group being compiled.
+type problemf func(format string, args ...any)
+
+func checkGroupName(name string, add problemf) {
+	switch {
+	case name == "":
+		add("name is required")
+	case len(name) > maxGroupNameLength:
+		add("name %q is longer than %d characters", name, maxGroupNameLength)
+	case len(content.IsDNS1123Label(name)) > 0:
+		add("name %q must be a DNS-1123 label: lower-case letters, digits and '-', starting and ending with a letter or digit", name)
+	}
+}
+
+// compileLabels keeps the valid labels a group's nodes may carry.
+func compileLabels(labels map[string]string, add problemf) map[string]string {
+	out := map[string]string{}
+	for _, k := range sortedKeys(labels) {
+		v := labels[k]
+		switch {
+		case len(content.IsLabelKey(k)) > 0:
+			add("labels: %q is not a valid label key", k)
+		case k == corev1.LabelHostname || k == NodeGroupLabel:
+			add("labels: %s is set by the cloud and cannot be configured", k)
+		case len(content.IsLabelValue(v)) > 0:
+			add("labels[%s]: %q is not a valid label value", k, v)
+		default:
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func compileTaints(taints []TaintConfig, add problemf) []corev1.Taint {
+	var out []corev1.Taint
+	for j, t := range taints {
+		if len(content.IsLabelKey(t.Key)) > 0 {
+			add("taints[%d].key: %q is not a valid taint key", j, t.Key)
+		}
+		if t.Value != "" && len(content.IsLabelValue(t.Value)) > 0 {
+			add("taints[%d].value: %q is not a valid taint value", j, t.Value)
+		}
+		effect := corev1.TaintEffect(t.Effect)
+		if effect != corev1.TaintEffectNoSchedule && effect != corev1.TaintEffectPreferNoSchedule && effect != corev1.TaintEffectNoExecute {
+			add("taints[%d].effect: %q is not one of NoSchedule, PreferNoSchedule, NoExecute", j, t.Effect)
+		}
+		out = append(out, corev1.Taint{Key: t.Key, Value: t.Value, Effect: effect})
+	}
+	return out
+}
+
+// compileResources is a group's node capacity, with cpu and memory required
+// and pods defaulted, and its allocatable, capacity where not given lower.
+func compileResources(g *NodeGroupConfig, add problemf) (capacity, allocatable corev1.ResourceList) {
+	capacity, resourceProblems := parseResources("capacity", g.Capacity)
+	for _, r := range resourceProblems {
+		add("%s", r)
+	}
+	for _, required := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := g.Capacity[string(required)]; !ok {
+			add("capacity.%s is required", required)
+		}
+	}
+	if _, ok := capacity[corev1.ResourcePods]; !ok {
+		if _, given := g.Capacity[string(corev1.ResourcePods)]; !given {
+			capacity[corev1.ResourcePods] = resource.MustParse(defaultMaxPods)
+		}
+	}
+	given, resourceProblems := parseResources("allocatable", g.Allocatable)
+	for _, r := range resourceProblems {
+		add("%s", r)
+	}
+	allocatable = capacity.DeepCopy()
+	for _, name := range sortedKeys(g.Allocatable) {
+		q, ok := given[corev1.ResourceName(name)]
+		if !ok {
+			continue // already reported
+		}
+		c, inCapacity := capacity[corev1.ResourceName(name)]
+		if !inCapacity {
+			if _, given := g.Capacity[name]; !given {
+				add("allocatable.%s: the resource is not in capacity", name)
+			}
+			continue
+		}
+		if q.Cmp(c) > 0 {
+			add("allocatable.%s: %s is more than capacity.%s %s", name, g.Allocatable[name], name, c.String())
+			continue
+		}
+		allocatable[corev1.ResourceName(name)] = q
+	}
+	return capacity, allocatable
+}
+
+// compileFailures is how the group's instances fail, nil when they never do.
+func compileFailures(group string, f *FailureConfig, add problemf) *failureSpec {
+	fails := f.OutOfResources || f.ErrorCode != ""
+	if f.ErrorCode != "" && !errorCodeRegexp.MatchString(f.ErrorCode) {
+		add("failures.errorCode: %q must be 1 to 63 letters, digits, '_', '-' or '.'", f.ErrorCode)
+	}
+	if f.Message != "" && !fails {
+		add("failures.message is set but instances never fail: set failures.outOfResources or failures.errorCode")
+	}
+	failAfter := -1
+	if f.FailAfter != nil {
+		switch {
+		case *f.FailAfter < 0:
+			add("failures.failAfter %d is negative", *f.FailAfter)
+		case !fails:
+			add("failures.failAfter is set but instances never fail: set failures.outOfResources or failures.errorCode")
+		default:
+			failAfter = *f.FailAfter
+		}
+	}
+	if !fails {
+		return nil
+	}
+	fs := &failureSpec{class: "Other", code: f.ErrorCode, message: f.Message, failAfter: failAfter}
+	if f.OutOfResources {
+		fs.class = "OutOfResources"
+	}
+	if fs.code == "" {
+		fs.code = ErrorCodeCreateFailed
+		if f.OutOfResources {
+			fs.code = ErrorCodeOutOfResources
+		}
+	}
+	if fs.message == "" {
+		fs.message = fmt.Sprintf("kwok cloud: cannot create an instance in node group %s", group)
+		if f.OutOfResources {
+			fs.message = fmt.Sprintf("kwok cloud: out of resources for node group %s", group)
+		}
+	}
+	return fs
 }
 
 // parseResources parses a resource map, reporting each bad name or quantity.

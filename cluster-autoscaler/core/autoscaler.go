@@ -6,12 +6,9 @@ package core
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -27,7 +24,6 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
 	"github.com/quotascale/quotascale/pkg/nodetemplate"
 	"github.com/quotascale/quotascale/processors"
-	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Deps are what the loop works with; tests and the binary build them alike.
@@ -155,34 +151,12 @@ func (a *Autoscaler) RunOnce(ctx context.Context, now time.Time) error {
 }
 
 func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
-	logger := klog.FromContext(ctx)
 	a.productive = false
 	a.initializing = ""
-	stateStart := time.Now()
-	nodes, err := a.Nodes.List(labels.Everything())
+	nodes, pods, state, health, err := a.observe(ctx, now)
 	if err != nil {
-		return apiCallError(fmt.Errorf("listing nodes: %w", err))
+		return err
 	}
-	pods, err := a.Pods.List(labels.Everything())
-	if err != nil {
-		return apiCallError(fmt.Errorf("listing pods: %w", err))
-	}
-	a.Metrics.UpdateClusterResources(clusterResources(nodes))
-	refreshStart := time.Now()
-	err = a.Provider.Refresh()
-	a.Metrics.ObserveDuration(metrics.CloudProviderRefresh, refreshStart)
-	if err != nil {
-		return cloudProviderError(fmt.Errorf("refreshing the cloud provider: %w", err))
-	}
-	state, err := a.registry.Update(ctx, a.Provider, nodes, now)
-	if err != nil {
-		return cloudProviderError(err)
-	}
-	health := a.registry.CheckHealth(a.healthOptions, state, nodes)
-	a.Metrics.UpdateClusterState(health.ClusterHealthy, health.NodeCounts())
-	a.updateGroupMetrics(state, health)
-	a.Metrics.ObserveDuration(metrics.UpdateState, stateStart)
-
 	// The status is written whatever the loop does from here, as upstream's,
 	// and the failed scale-ups of the loop are counted.
 	var unneeded map[string]int
@@ -192,146 +166,34 @@ func (a *Autoscaler) runOnce(ctx context.Context, now time.Time) error {
 		a.writeStatus(ctx, health, unneeded, now)
 	}()
 
-	fixed, err := a.fixNodeGroupSizes(ctx, state, now)
+	if done, err := a.heal(ctx, state, now); done || err != nil {
+		return err
+	}
+	if a.clusterNotReady(ctx, health, nodes, now) {
+		return nil
+	}
+	bound, pending, unprocessed := a.sortPods(ctx, pods, now)
+	lc, err := a.loopContext(ctx, state, nodes, bound, templates, now)
 	if err != nil {
-		return cloudProviderError(err)
+		return err
 	}
-	if fixed {
-		// As upstream: the next loop reads the lowered targets afresh.
-		logger.Info("Lowered node group target sizes; skipping the rest of this loop")
-		return nil
-	}
-	a.removeFailedInstances(ctx, state)
-	if !a.opts.ScaleUpFromZero && health.Cluster.Ready == 0 {
-		// As upstream's empty-cluster check with --scale-up-from-zero=false:
-		// nothing is done until a node is ready.
-		why := "Cluster has no ready nodes."
-		if len(nodes) == 0 {
-			why = "Cluster has no nodes."
-		}
-		logger.Info("Scaling nothing: " + why)
-		a.Metrics.UpdateClusterState(false, metrics.NodeCounts{})
-		if a.ScaleDownPlanner != nil {
-			a.ScaleDownPlanner.Forget()
-		}
-		a.initializing = why
-		// Nodes may not be ready yet when the autoscaler starts: say so
-		// only after upstream's ten minutes, or at once without nodes.
-		if len(nodes) == 0 || now.Sub(a.started) > nodesNotReadyAfterStart {
-			a.clusterEvent(corev1.EventTypeWarning, "ClusterUnhealthy", why)
-		}
-		return nil
-	}
-	if !health.ClusterHealthy {
-		// As upstream: scale nothing, forget the unneeded nodes so that their
-		// unneeded time starts over, and say why on the status ConfigMap.
-		logger.Info("Cluster is not ready for autoscaling: too many unready nodes",
-			"unready", health.Cluster.Unready, "nodes", len(nodes),
-			"maxTotalUnreadyPercentage", a.healthOptions.MaxTotalUnreadyPercentage, "okTotalUnreadyCount", a.healthOptions.OkTotalUnreadyCount)
-		if a.ScaleDownPlanner != nil {
-			a.ScaleDownPlanner.Forget()
-		}
-		a.clusterEvent(corev1.EventTypeWarning, "ClusterUnhealthy", "Cluster is unhealthy")
-		return nil
-	}
-	lc := &processors.LoopContext{
-		Now:       now,
-		Nodes:     nodes,
-		Templates: map[string]*cloudprovider.NodeInfo{},
-		Upcoming:  map[string]int{},
-	}
-	var bound, pending []*corev1.Pod
-	// unprocessed counts the pending pods of --bypassed-scheduler-names that
-	// their scheduler has not marked unschedulable (yet).
-	unprocessed := 0
-	for _, p := range pods {
-		switch {
-		case p.Spec.NodeName != "":
-			if !resources.PodFinished(p) {
-				bound = append(bound, p)
-			}
-		case a.unschedulable(ctx, p, now):
-			pending = append(pending, p)
-			if !markedUnschedulable(p) {
-				unprocessed++
-			}
-		}
-	}
-	var daemonsets []*appsv1.DaemonSet
-	if a.DaemonSets != nil {
-		if daemonsets, err = a.DaemonSets.List(labels.Everything()); err != nil {
-			return fmt.Errorf("listing daemonsets: %w", err)
-		}
-	}
-	groupOf := func(n *corev1.Node) string {
-		if g, err := a.Provider.NodeGroupForNode(n); err == nil && g != nil {
-			return g.Id()
-		}
-		return ""
-	}
-	tmpl := newTemplates(a.taints, a.opts.ForceDaemonSets, nodes, groupOf, bound, daemonsets)
-	for _, gs := range state.Groups {
-		lc.Groups = append(lc.Groups, gs.Group)
-		lc.Upcoming[gs.Group.Id()] = gs.Upcoming
-		t, err := tmpl.forGroup(ctx, gs.Group)
-		if err != nil {
-			logger.Error(err, "No template for node group", "nodeGroup", gs.Group.Id())
-			continue
-		}
-		if a.opts.ScaleFromUnschedulable && t.Node.Spec.Unschedulable {
-			// Upstream's --scale-from-unschedulable: a template's
-			// spec.unschedulable does not keep pods off new nodes.
-			t = &cloudprovider.NodeInfo{Node: t.Node.DeepCopy(), Pods: t.Pods}
-			t.Node.Spec.Unschedulable = false
-		}
-		lc.Templates[gs.Group.Id()] = t
-		templates[gs.Group.Id()] = t.Node
-	}
-
 	for _, l := range a.limiters {
 		if err := l.StartLoop(ctx, lc); err != nil {
 			return err
 		}
 	}
-
 	a.Metrics.SetLastActivity(metrics.Autoscaling, time.Now())
 	a.Metrics.UpdateUnschedulablePods(len(pending)-unprocessed, unprocessed)
 
-	status := &processors.ScaleUpStatus{Result: processors.ScaleUpNotNeeded}
-	if len(pending) > 0 {
-		scaleUpStart := time.Now()
-		a.Metrics.SetLastActivity(metrics.ScaleUp, scaleUpStart)
-		status, err = a.scaleUpFor(ctx, lc, state, health, nodes, bound, pending)
-		a.Metrics.ObserveDuration(metrics.ScaleUp, scaleUpStart)
-		if err != nil {
-			return err
-		}
-	}
-	for _, p := range a.StatusProcessors {
-		p.Process(ctx, lc, status)
-	}
-	if status.Result == processors.ScaleUpError {
-		logger.Error(status.Error, "Scale-up failed")
+	status, err := a.scaleUpPending(ctx, lc, state, health, nodes, bound, pending)
+	if err != nil {
+		return err
 	}
 	unneeded, err = a.scaleDown(ctx, lc, state, bound, status.Result == processors.ScaleUpSuccessful)
 	if err != nil {
-		logger.Error(err, "Scale-down")
+		klog.FromContext(ctx).Error(err, "Scale-down")
 	}
-	if a.opts.EnforceNodeGroupMinSize {
-		if minStatus := a.scaleUpToMinSize(ctx, lc, state, health); minStatus != nil {
-			for _, p := range a.StatusProcessors {
-				p.Process(ctx, lc, minStatus)
-			}
-			if minStatus.Result == processors.ScaleUpError {
-				logger.Error(minStatus.Error, "Scale-up to min size failed")
-			}
-		}
-	}
-	for _, after := range a.AfterLoop {
-		if err := after(ctx); err != nil {
-			logger.Error(err, "After the loop")
-		}
-	}
+	a.finishLoop(ctx, lc, state, health)
 	return nil
 }
 

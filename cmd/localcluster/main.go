@@ -46,47 +46,104 @@ func main() {
 }
 
 func run() error {
-	var (
-		nodes      = flag.Int("nodes", 0, "number of kwok nodes to create")
-		nodeCPU    = flag.String("node-cpu", "4", "cpu capacity of each node")
-		nodeMemory = flag.String("node-memory", "16Gi", "memory capacity of each node")
-		nodeLabels = flag.String("node-labels", "", "labels of each node, as k1=v1,k2=v2")
-		runDemo    = flag.Bool("demo", false, "play the seed scenarios (implies --nodes=2 --node-cpu=56 --node-memory=224Gi and the example node groups unless set)")
-		nodeGroups = flag.String("node-group-config", "", "node groups in the kwok cloud's format (a file, or configmap:NAMESPACE/NAME without --cluster-api): runs the cluster autoscaler and the infrastructure behind it")
-		capi       = flag.Bool("cluster-api", false, "run Cluster API's controllers with localcluster's kwok infrastructure provider; the node groups become MachineDeployments and the autoscaler uses --cloud-provider=clusterapi (default with --demo)")
-		scan       = flag.Duration("scan-interval", 2*time.Second, "the autoscaler's --scan-interval")
-		logFile    = flag.String("log-file", "", "file for the control plane's logs (default: localcluster.log next to the kubeconfig)")
-		autoscaler = flag.Bool("autoscaler", true, "run the cluster autoscaler in this process; false starts only the node groups (the example ones unless --node-group-config) and prints the command line that runs the cluster-autoscaler binary against them")
-	)
-	flag.Usage = usage
-	flag.Parse()
-	set := map[string]bool{}
-	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if *runDemo {
-		if !set["nodes"] {
-			*nodes = 2
-		}
-		if !set["node-cpu"] {
-			*nodeCPU = demo.NodeCPU
-		}
-		if !set["node-memory"] {
-			*nodeMemory = demo.NodeMemory
-		}
-		if !set["cluster-api"] {
-			*capi = true
-		}
-	}
-	if err := checkLocalFlags(*runDemo, *autoscaler, *nodeGroups, *capi, *scan); err != nil {
+	fl, err := parseFlags()
+	if err != nil {
 		return err
 	}
-	specs, err := nodeSpecs(*nodes, *nodeCPU, *nodeMemory, *nodeLabels)
+	specs, err := nodeSpecs(fl.nodes, fl.nodeCPU, fl.nodeMemory, fl.nodeLabels)
 	if err != nil {
 		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	cluster, logPath, closeLog, err := startControlPlane(ctx, specs, fl.logFile)
+	if err != nil {
+		return err
+	}
+	defer cluster.Stop()
+	defer closeLog()
 
+	if (fl.demo || !fl.autoscaler) && fl.nodeGroups == "" {
+		fl.nodeGroups = filepath.Join(cluster.Dir, "nodegroups.yaml")
+		if err := os.WriteFile(fl.nodeGroups, examples.NodeGroups, 0o644); err != nil {
+			return fmt.Errorf("writing the example node groups: %w", err)
+		}
+	}
+	env := demo.Env{Cluster: cluster, VisibilityLog: filepath.Join(cluster.Dir, "visibility.log")}
+	if fl.nodeGroups != "" {
+		groups, err := startNodeGroups(ctx, cluster, fl.nodeGroups, fl.capi, !fl.autoscaler, fl.scan, env.VisibilityLog)
+		if err != nil {
+			return err
+		}
+		defer groups.Stop()
+		env.Autoscaler = groups.Autoscaler
+		if fl.capi {
+			env.ClusterAPINamespace = localcluster.LocalUpClusterAPINamespace
+		}
+	}
+	if fl.demo {
+		if err := demo.Run(ctx, env, os.Stdout); err != nil {
+			return err
+		}
+	}
+	printUsage(cluster, env, logPath)
+	<-ctx.Done()
+	fmt.Println("\nStopping...")
+	return nil
+}
+
+// localFlags are localcluster's own flags; the autoscaler's come after --.
+type localFlags struct {
+	nodes                           int
+	nodeCPU, nodeMemory, nodeLabels string
+	demo, capi, autoscaler          bool
+	nodeGroups, logFile             string
+	scan                            time.Duration
+}
+
+// parseFlags parses localcluster's flags, with --demo's defaults for those
+// not set, and checks them.
+func parseFlags() (*localFlags, error) {
+	fl := &localFlags{}
+	flag.IntVar(&fl.nodes, "nodes", 0, "number of kwok nodes to create")
+	flag.StringVar(&fl.nodeCPU, "node-cpu", "4", "cpu capacity of each node")
+	flag.StringVar(&fl.nodeMemory, "node-memory", "16Gi", "memory capacity of each node")
+	flag.StringVar(&fl.nodeLabels, "node-labels", "", "labels of each node, as k1=v1,k2=v2")
+	flag.BoolVar(&fl.demo, "demo", false, "play the seed scenarios (implies --nodes=2 --node-cpu=56 --node-memory=224Gi and the example node groups unless set)")
+	flag.StringVar(&fl.nodeGroups, "node-group-config", "", "node groups in the kwok cloud's format (a file, or configmap:NAMESPACE/NAME without --cluster-api): runs the cluster autoscaler and the infrastructure behind it")
+	flag.BoolVar(&fl.capi, "cluster-api", false, "run Cluster API's controllers with localcluster's kwok infrastructure provider; the node groups become MachineDeployments and the autoscaler uses --cloud-provider=clusterapi (default with --demo)")
+	flag.DurationVar(&fl.scan, "scan-interval", 2*time.Second, "the autoscaler's --scan-interval")
+	flag.StringVar(&fl.logFile, "log-file", "", "file for the control plane's logs (default: localcluster.log next to the kubeconfig)")
+	flag.BoolVar(&fl.autoscaler, "autoscaler", true, "run the cluster autoscaler in this process; false starts only the node groups (the example ones unless --node-group-config) and prints the command line that runs the cluster-autoscaler binary against them")
+	flag.Usage = usage
+	flag.Parse()
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if fl.demo {
+		if !set["nodes"] {
+			fl.nodes = 2
+		}
+		if !set["node-cpu"] {
+			fl.nodeCPU = demo.NodeCPU
+		}
+		if !set["node-memory"] {
+			fl.nodeMemory = demo.NodeMemory
+		}
+		if !set["cluster-api"] {
+			fl.capi = true
+		}
+	}
+	if err := checkLocalFlags(fl.demo, fl.autoscaler, fl.nodeGroups, fl.capi, fl.scan); err != nil {
+		return nil, err
+	}
+	return fl, nil
+}
+
+// startControlPlane starts the control plane with its kwok nodes, its logs
+// kept in memory until it is up and then written to the log file, whose path
+// it returns with a function that closes it.
+func startControlPlane(ctx context.Context, specs []localcluster.NodeSpec, logFile string) (*localcluster.Cluster, string, func(), error) {
 	logs := localcluster.NewLogBuffer(64 << 20)
 	localcluster.CaptureKlog(logs)
 	fmt.Println("Starting the control plane (etcd, kube-apiserver, controllers, kwok, kube-scheduler)...")
@@ -96,47 +153,26 @@ func run() error {
 	cluster, err := localcluster.Start(startCtx, localcluster.Options{Nodes: specs})
 	if err != nil {
 		_, _ = logs.WriteTo(os.Stderr)
-		return err
+		return nil, "", nil, err
 	}
-	defer cluster.Stop()
 	fmt.Printf("Up in %s with %d kwok node(s).\n", time.Since(started).Round(100*time.Millisecond), len(specs))
-
-	logPath := *logFile
+	logPath := logFile
 	if logPath == "" {
 		logPath = filepath.Join(cluster.Dir, "localcluster.log")
 	}
 	f, err := os.Create(logPath)
 	if err != nil {
-		return fmt.Errorf("creating the log file: %w", err)
+		cluster.Stop()
+		return nil, "", nil, fmt.Errorf("creating the log file: %w", err)
 	}
-	defer f.Close()
 	_, _ = logs.WriteTo(f)
 	localcluster.CaptureKlog(f)
+	return cluster, logPath, func() { _ = f.Close() }, nil
+}
 
-	if (*runDemo || !*autoscaler) && *nodeGroups == "" {
-		*nodeGroups = filepath.Join(cluster.Dir, "nodegroups.yaml")
-		if err := os.WriteFile(*nodeGroups, examples.NodeGroups, 0o644); err != nil {
-			return fmt.Errorf("writing the example node groups: %w", err)
-		}
-	}
-	env := demo.Env{Cluster: cluster, VisibilityLog: filepath.Join(cluster.Dir, "visibility.log")}
-	if *nodeGroups != "" {
-		groups, err := startNodeGroups(ctx, cluster, *nodeGroups, *capi, !*autoscaler, *scan, env.VisibilityLog)
-		if err != nil {
-			return err
-		}
-		defer groups.Stop()
-		env.Autoscaler = groups.Autoscaler
-		if *capi {
-			env.ClusterAPINamespace = localcluster.LocalUpClusterAPINamespace
-		}
-	}
-	if *runDemo {
-		if err := demo.Run(ctx, env, os.Stdout); err != nil {
-			return err
-		}
-	}
-
+// printUsage tells how to reach the cluster, what to look at, and where the
+// logs are.
+func printUsage(cluster *localcluster.Cluster, env demo.Env, logPath string) {
 	fmt.Println("\nKubeconfig:")
 	fmt.Println(cluster.KubeconfigPath)
 	fmt.Printf("\nTry:\n  export KUBECONFIG=%s\n  kubectl get nodes,elasticquotatrees -A\n  kubectl get cq\n", cluster.KubeconfigPath)
@@ -144,9 +180,6 @@ func run() error {
 		fmt.Printf("  kubectl get machinedeployments,machines,kwokmachines -n %s\n", env.ClusterAPINamespace)
 	}
 	fmt.Printf("\nLogs: %s\nPress Ctrl-C to stop.\n", logPath)
-	<-ctx.Done()
-	fmt.Println("\nStopping...")
-	return nil
 }
 
 func nodeSpecs(n int, cpu, memory, labelList string) ([]localcluster.NodeSpec, error) {
