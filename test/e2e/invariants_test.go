@@ -86,83 +86,10 @@ func startInvariantChecker(t *testing.T) *invariantChecker {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
-		{factory.Core().V1().Nodes().Informer(), cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				if n, ok := obj.(*corev1.Node); ok {
-					c.SetNode(n)
-					if !initial {
-						c.mu.Lock()
-						c.nodesAdded++
-						c.mu.Unlock()
-					}
-				}
-			},
-			UpdateFunc: func(_, obj any) {
-				if n, ok := obj.(*corev1.Node); ok {
-					c.SetNode(n)
-				}
-			},
-			DeleteFunc: func(obj any) {
-				n, ok := finalState(obj).(*corev1.Node)
-				switch _, unseen := obj.(cache.DeletedFinalStateUnknown); {
-				case ok && unseen:
-					c.DeleteNodeUnseen(n.Name)
-				case ok:
-					c.DeleteNode(n.Name)
-				}
-			},
-		}},
-		{factory.Core().V1().Pods().Informer(), cache.ResourceEventHandlerDetailedFuncs{
-			AddFunc: func(obj any, initial bool) {
-				if p, ok := obj.(*corev1.Pod); ok {
-					c.SetPod(p, initial)
-				}
-			},
-			UpdateFunc: func(_, obj any) {
-				if p, ok := obj.(*corev1.Pod); ok {
-					c.SetPod(p, false)
-				}
-			},
-			DeleteFunc: func(obj any) {
-				if p, ok := finalState(obj).(*corev1.Pod); ok {
-					c.DeletePod(p)
-				}
-			},
-		}},
-		{typedinformer.New[autoscalingv1beta1.CapacityQuota](cluster.Dynamic, capacityQuotas, 0), cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) {
-				if q, ok := obj.(*autoscalingv1beta1.CapacityQuota); ok {
-					c.SetCapacityQuota(q)
-				}
-			},
-			UpdateFunc: func(_, obj any) {
-				if q, ok := obj.(*autoscalingv1beta1.CapacityQuota); ok {
-					c.SetCapacityQuota(q)
-				}
-			},
-			DeleteFunc: func(obj any) {
-				if q, ok := finalState(obj).(*autoscalingv1beta1.CapacityQuota); ok {
-					c.DeleteCapacityQuota(q.Name)
-				}
-			},
-		}},
-		{typedinformer.New[schedulingv1beta1.ElasticQuotaTree](cluster.Dynamic, elasticQuotaTrees, 0), cache.ResourceEventHandlerFuncs{
-			AddFunc: func(obj any) {
-				if tree, ok := obj.(*schedulingv1beta1.ElasticQuotaTree); ok {
-					c.SetTree(tree)
-				}
-			},
-			UpdateFunc: func(_, obj any) {
-				if tree, ok := obj.(*schedulingv1beta1.ElasticQuotaTree); ok {
-					c.SetTree(tree)
-				}
-			},
-			DeleteFunc: func(obj any) {
-				if tree, ok := finalState(obj).(*schedulingv1beta1.ElasticQuotaTree); ok {
-					c.DeleteTree(tree.Namespace, tree.Name)
-				}
-			},
-		}},
+		{factory.Core().V1().Nodes().Informer(), c.nodeHandler()},
+		{factory.Core().V1().Pods().Informer(), c.podHandler()},
+		{typedinformer.New[autoscalingv1beta1.CapacityQuota](cluster.Dynamic, capacityQuotas, 0), c.capacityQuotaHandler()},
+		{typedinformer.New[schedulingv1beta1.ElasticQuotaTree](cluster.Dynamic, elasticQuotaTrees, 0), c.treeHandler()},
 	}
 	var synced []cache.InformerSynced
 	for _, h := range handlers {
@@ -174,25 +101,8 @@ func startInvariantChecker(t *testing.T) *invariantChecker {
 	// Preempted events are recorded past the body's end: the scheduler
 	// reports a preemption after it marked the victim.
 	ctx, cancel := context.WithCancel(context.Background())
-	events := informers.NewSharedInformerFactoryWithOptions(cluster.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.FieldSelector = "reason=Preempted"
-	}))
-	record := func(obj any) {
-		if e, ok := obj.(*corev1.Event); ok {
-			if preemptor, ok := preemptorNamed(e); ok {
-				c.mu.Lock()
-				c.preemptors[e.InvolvedObject.UID] = preemptor
-				c.mu.Unlock()
-			}
-		}
-	}
-	eventInformer := events.Core().V1().Events().Informer()
-	if _, err := eventInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) },
-	}); err != nil {
-		t.Fatal(err)
-	}
-	synced = append(synced, eventInformer.HasSynced)
+	events, eventsSynced := c.watchPreemptions(t)
+	synced = append(synced, eventsSynced)
 	factory.Start(body.Done())
 	events.Start(ctx.Done())
 	for _, h := range handlers[2:] {
@@ -215,6 +125,123 @@ func startInvariantChecker(t *testing.T) *invariantChecker {
 		events.Shutdown()
 	})
 	return c
+}
+
+// watchPreemptions records, from the Preempted events, which pod preempted
+// each victim; the factory is still to be started.
+func (c *invariantChecker) watchPreemptions(t *testing.T) (informers.SharedInformerFactory, cache.InformerSynced) {
+	events := informers.NewSharedInformerFactoryWithOptions(cluster.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "reason=Preempted"
+	}))
+	record := func(obj any) {
+		if e, ok := obj.(*corev1.Event); ok {
+			if preemptor, ok := preemptorNamed(e); ok {
+				c.mu.Lock()
+				c.preemptors[e.InvolvedObject.UID] = preemptor
+				c.mu.Unlock()
+			}
+		}
+	}
+	eventInformer := events.Core().V1().Events().Informer()
+	if _, err := eventInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: record, UpdateFunc: func(_, obj any) { record(obj) },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return events, eventInformer.HasSynced
+}
+
+// nodeHandler feeds the oracle the nodes, and counts those added after the first list.
+func (c *invariantChecker) nodeHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if n, ok := obj.(*corev1.Node); ok {
+				c.SetNode(n)
+				if !initial {
+					c.mu.Lock()
+					c.nodesAdded++
+					c.mu.Unlock()
+				}
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if n, ok := obj.(*corev1.Node); ok {
+				c.SetNode(n)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			n, ok := finalState(obj).(*corev1.Node)
+			switch _, unseen := obj.(cache.DeletedFinalStateUnknown); {
+			case ok && unseen:
+				c.DeleteNodeUnseen(n.Name)
+			case ok:
+				c.DeleteNode(n.Name)
+			}
+		},
+	}
+}
+
+// podHandler feeds the oracle the pods.
+func (c *invariantChecker) podHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				c.SetPod(p, initial)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if p, ok := obj.(*corev1.Pod); ok {
+				c.SetPod(p, false)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if p, ok := finalState(obj).(*corev1.Pod); ok {
+				c.DeletePod(p)
+			}
+		},
+	}
+}
+
+// capacityQuotaHandler feeds the oracle the CapacityQuotas.
+func (c *invariantChecker) capacityQuotaHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if q, ok := obj.(*autoscalingv1beta1.CapacityQuota); ok {
+				c.SetCapacityQuota(q)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if q, ok := obj.(*autoscalingv1beta1.CapacityQuota); ok {
+				c.SetCapacityQuota(q)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if q, ok := finalState(obj).(*autoscalingv1beta1.CapacityQuota); ok {
+				c.DeleteCapacityQuota(q.Name)
+			}
+		},
+	}
+}
+
+// treeHandler feeds the oracle the ElasticQuotaTrees.
+func (c *invariantChecker) treeHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if tree, ok := obj.(*schedulingv1beta1.ElasticQuotaTree); ok {
+				c.SetTree(tree)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if tree, ok := obj.(*schedulingv1beta1.ElasticQuotaTree); ok {
+				c.SetTree(tree)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if tree, ok := finalState(obj).(*schedulingv1beta1.ElasticQuotaTree); ok {
+				c.DeleteTree(tree.Namespace, tree.Name)
+			}
+		},
+	}
 }
 
 // Verdict is the oracle's: every broken promise, and the reclaim evictions it

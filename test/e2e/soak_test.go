@@ -214,6 +214,58 @@ func (c soakCounts) minimums(duration time.Duration) map[string][2]int {
 // runSoak runs a soak of defaultDuration (QUOTASCALE_SOAK overrides it) on
 // the infrastructure newInfra builds.
 func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing.T, context.Context, *rand.Rand) soakInfra) {
+	duration, seed := soakParameters(t, defaultDuration)
+	t.Logf("soak for %s with QUOTASCALE_SOAK_SEED=%d", duration, seed)
+	rng := rand.New(rand.NewSource(seed))
+	// Longer than testContext's bound, which a long soak outlives.
+	ctx, cancel := context.WithTimeout(t.Context(), duration+5*time.Minute)
+	defer cancel()
+	if deadline, ok := t.Deadline(); ok && time.Until(deadline) < duration+2*time.Minute {
+		t.Fatalf("the test timeout leaves less than the soak duration plus two minutes; pass -timeout")
+	}
+	runCtx, cancelRun := context.WithTimeout(context.Background(), duration+10*time.Minute)
+	defer cancelRun()
+
+	s := &soak{t: t, rng: rng, namespaces: soakQuotasAndNamespaces(t, ctx), deployments: map[string]string{}, trimmed: -1}
+	checker := invariants(t)
+	s.infra = newInfra(t, ctx, rng)
+	s.replicas = &autoscalerReplicas{infra: s.infra, visibility: filepath.Join(t.TempDir(), "visibility.log")}
+	defer s.replicas.stopAll()
+	s.replicas.start(runCtx)
+	s.replicas.start(runCtx)
+
+	// Every third operation is a fault; the four kinds of fault take turns,
+	// in a random order each round, so that each happens as often as the
+	// others and a short soak has them all.
+	var faults []int
+	s.start = time.Now()
+	end := s.start.Add(duration)
+	for time.Now().Before(end) {
+		s.counts.Operations++
+		if s.counts.Operations%3 == 0 {
+			if len(faults) == 0 {
+				faults = rng.Perm(4)
+			}
+			s.fault(ctx, runCtx, faults[0])
+			faults = faults[1:]
+		} else {
+			s.workload(ctx)
+		}
+		pause(ctx, time.Duration(200+rng.Intn(800))*time.Millisecond)
+	}
+	s.infra.configure(t, ctx, rng, false)
+	// Let the last operations play out while the checker keeps watching.
+	pause(ctx, 10*time.Second)
+	s.replicas.stopAll()
+	if r, ok := s.infra.(interface{ report(*testing.T) }); ok {
+		r.report(t)
+	}
+	s.verdict(ctx, checker, duration, seed)
+}
+
+// soakParameters are the soak's duration and seed: the default duration and
+// a new seed, unless QUOTASCALE_SOAK and QUOTASCALE_SOAK_SEED say otherwise.
+func soakParameters(t *testing.T, defaultDuration time.Duration) (time.Duration, int64) {
 	duration := defaultDuration
 	if v := os.Getenv("QUOTASCALE_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -230,19 +282,14 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 		}
 		seed = s
 	}
-	t.Logf("soak for %s with QUOTASCALE_SOAK_SEED=%d", duration, seed)
-	rng := rand.New(rand.NewSource(seed))
-	// Longer than testContext's bound, which a long soak outlives.
-	ctx, cancel := context.WithTimeout(t.Context(), duration+5*time.Minute)
-	defer cancel()
-	if deadline, ok := t.Deadline(); ok && time.Until(deadline) < duration+2*time.Minute {
-		t.Fatalf("the test timeout leaves less than the soak duration plus two minutes; pass -timeout")
-	}
-	runCtx, cancelRun := context.WithTimeout(context.Background(), duration+10*time.Minute)
-	defer cancelRun()
+	return duration, seed
+}
 
-	// Four namespaces on the tree's leaves and two outside it, whose pods
-	// no tree limits and scale-down need not keep room for.
+// soakQuotasAndNamespaces applies the soak's tree, CapacityQuotas and
+// priority classes, and returns its namespaces: four on the tree's leaves
+// and two outside it, whose pods no tree limits and scale-down need not keep
+// room for.
+func soakQuotasAndNamespaces(t *testing.T, ctx context.Context) [6]string {
 	var namespaces [6]string
 	for i := range namespaces {
 		namespaces[i] = createNamespace(t, ctx, "")
@@ -259,130 +306,123 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 	for name, value := range map[string]int32{"e2e-soak-low": 0, "e2e-soak-high": 1000} {
 		createPriorityClass(t, ctx, name, value)
 	}
-	checker := invariants(t)
+	return namespaces
+}
 
-	infra := newInfra(t, ctx, rng)
-	replicas := &autoscalerReplicas{infra: infra, visibility: filepath.Join(t.TempDir(), "visibility.log")}
-	defer replicas.stopAll()
-	replicas.start(runCtx)
-	replicas.start(runCtx)
+// soak is one soak's running state.
+type soak struct {
+	t           *testing.T
+	rng         *rand.Rand
+	namespaces  [6]string
+	infra       soakInfra
+	replicas    *autoscalerReplicas
+	counts      soakCounts
+	deployments map[string]string // name -> namespace
+	start       time.Time
+	// trimmed is the last shrink phase that trimmed the workloads.
+	trimmed time.Duration
+}
 
-	var counts soakCounts
-	deployments := map[string]string{} // name -> namespace
-	// Every third operation is a fault; the four kinds of fault take turns,
-	// in a random order each round, so that each happens as often as the
-	// others and a short soak has them all.
-	var faults []int
-	trimmed := time.Duration(-1) // the last shrink phase that trimmed the workloads
-	start := time.Now()
-	end := start.Add(duration)
-	for time.Now().Before(end) {
-		counts.Operations++
-		if counts.Operations%3 == 0 {
-			if len(faults) == 0 {
-				faults = rng.Perm(4)
-			}
-			fault := faults[0]
-			faults = faults[1:]
-			switch fault {
-			case 0:
-				replicas.killLeader()
-				replicas.start(runCtx)
-			case 1:
-				counts.SchedulerRestarts++
-				cluster.StopScheduler()
-				if err := cluster.StartScheduler(ctx, localcluster.SchedulerOptions{}); err != nil {
-					t.Fatalf("restarting the scheduler: %v", err)
-				}
-			case 2:
-				failing := rng.Intn(2) == 0
-				if failing {
-					counts.ProviderFailures++
-				}
-				infra.configure(t, ctx, rng, failing)
-			case 3:
-				counts.APIOutages++
-				cluster.SetAPIAvailable(false)
-				pause(ctx, time.Duration(500+rng.Intn(2000))*time.Millisecond)
-				cluster.SetAPIAvailable(true)
-			}
-		} else {
-			// The load grows and shrinks in turns, so that the autoscaler
-			// meets both the quotas and nodes to drain.
-			create, scale := 45, 75
-			phase := time.Since(start) / soakPhase
-			growing := phase%2 == 0
-			if !growing {
-				// Mostly down to one pod each, some deleted: single pods
-				// scattered over half-empty nodes are what scale-down
-				// consolidates by draining nodes.
-				create, scale = 0, 80
-				if phase != trimmed {
-					// The shrink starts with the teams dropping the pods
-					// that wait. Otherwise the pods the quotas held back
-					// take the room the shrink frees, and nodes are never
-					// left with a few pods that fit elsewhere: the nodes
-					// scale-down drains.
-					trimmed = phase
-					trimToBound(t, ctx, deployments)
-				}
-			}
-			switch op := rng.Intn(100); {
-			case op < create:
-				name := fmt.Sprintf("soak-%d", counts.Operations)
-				ns := namespaces[rng.Intn(len(namespaces))]
-				cpu := fmt.Sprintf("%dm", 500*(1+rng.Intn(6)))
-				prio := []string{"e2e-soak-low", "e2e-soak-high"}[rng.Intn(2)]
-				// A third of the workloads is pinned to pool a, which its
-				// CapacityQuota keeps small.
-				pool := map[string]string{"soak": "true"}
-				if rng.Intn(3) == 0 {
-					pool["pool"] = "a"
-				}
-				createSoakDeployment(t, ctx, ns, name, int32(1+rng.Intn(5)), cpu, prio, pool)
-				deployments[name] = ns
-			case op < scale:
-				if name, ns, ok := pick(rng, deployments); ok {
-					n := rng.Intn(6)
-					if !growing {
-						n = 1
-					}
-					scaleDeployment(t, ctx, ns, name, int32(n))
-				}
-			default:
-				if name, ns, ok := pick(rng, deployments); ok {
-					if err := cluster.Client.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-						t.Errorf("deleting deployment %s/%s: %v", ns, name, err)
-					}
-					delete(deployments, name)
-				}
-			}
+// fault injects one fault of the given kind.
+func (s *soak) fault(ctx, runCtx context.Context, kind int) {
+	switch kind {
+	case 0:
+		s.replicas.killLeader()
+		s.replicas.start(runCtx)
+	case 1:
+		s.counts.SchedulerRestarts++
+		cluster.StopScheduler()
+		if err := cluster.StartScheduler(ctx, localcluster.SchedulerOptions{}); err != nil {
+			s.t.Fatalf("restarting the scheduler: %v", err)
 		}
-		pause(ctx, time.Duration(200+rng.Intn(800))*time.Millisecond)
+	case 2:
+		failing := s.rng.Intn(2) == 0
+		if failing {
+			s.counts.ProviderFailures++
+		}
+		s.infra.configure(s.t, ctx, s.rng, failing)
+	case 3:
+		s.counts.APIOutages++
+		cluster.SetAPIAvailable(false)
+		pause(ctx, time.Duration(500+s.rng.Intn(2000))*time.Millisecond)
+		cluster.SetAPIAvailable(true)
 	}
-	infra.configure(t, ctx, rng, false)
-	// Let the last operations play out while the checker keeps watching.
-	pause(ctx, 10*time.Second)
-	replicas.stopAll()
-	if r, ok := infra.(interface{ report(*testing.T) }); ok {
-		r.report(t)
-	}
+}
 
+// workload creates, scales or deletes one workload. The load grows and
+// shrinks in turns, so that the autoscaler meets both the quotas and nodes to
+// drain.
+func (s *soak) workload(ctx context.Context) {
+	t, rng := s.t, s.rng
+	create, scale := 45, 75
+	phase := time.Since(s.start) / soakPhase
+	growing := phase%2 == 0
+	if !growing {
+		// Mostly down to one pod each, some deleted: single pods
+		// scattered over half-empty nodes are what scale-down
+		// consolidates by draining nodes.
+		create, scale = 0, 80
+		if phase != s.trimmed {
+			// The shrink starts with the teams dropping the pods
+			// that wait. Otherwise the pods the quotas held back
+			// take the room the shrink frees, and nodes are never
+			// left with a few pods that fit elsewhere: the nodes
+			// scale-down drains.
+			s.trimmed = phase
+			trimToBound(t, ctx, s.deployments)
+		}
+	}
+	switch op := rng.Intn(100); {
+	case op < create:
+		name := fmt.Sprintf("soak-%d", s.counts.Operations)
+		ns := s.namespaces[rng.Intn(len(s.namespaces))]
+		cpu := fmt.Sprintf("%dm", 500*(1+rng.Intn(6)))
+		prio := []string{"e2e-soak-low", "e2e-soak-high"}[rng.Intn(2)]
+		// A third of the workloads is pinned to pool a, which its
+		// CapacityQuota keeps small.
+		pool := map[string]string{"soak": "true"}
+		if rng.Intn(3) == 0 {
+			pool["pool"] = "a"
+		}
+		createSoakDeployment(t, ctx, ns, name, int32(1+rng.Intn(5)), cpu, prio, pool)
+		s.deployments[name] = ns
+	case op < scale:
+		if name, ns, ok := pick(rng, s.deployments); ok {
+			n := rng.Intn(6)
+			if !growing {
+				n = 1
+			}
+			scaleDeployment(t, ctx, ns, name, int32(n))
+		}
+	default:
+		if name, ns, ok := pick(rng, s.deployments); ok {
+			if err := cluster.Client.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Errorf("deleting deployment %s/%s: %v", ns, name, err)
+			}
+			delete(s.deployments, name)
+		}
+	}
+}
+
+// verdict reports the soak's counts and fails it on any violation the oracle
+// found, any autoscaler error, or an operation kind seen too rarely.
+func (s *soak) verdict(ctx context.Context, checker *invariantChecker, duration time.Duration, seed int64) {
+	t := s.t
 	oracleCounts := checker.Counts()
-	counts.ScaleUps, counts.Reclaims, counts.Drains = checker.NodesAdded(), oracleCounts.Reclaims, oracleCounts.Drained
-	counts.LeaderFailovers = replicas.failovers()
-	refusals, err := quotaRefusals(ctx, namespaces[:])
+	s.counts.ScaleUps, s.counts.Reclaims, s.counts.Drains = checker.NodesAdded(), oracleCounts.Reclaims, oracleCounts.Drained
+	s.counts.LeaderFailovers = s.replicas.failovers()
+	refusals, err := quotaRefusals(ctx, s.namespaces[:])
 	if err != nil {
 		t.Fatal(err)
 	}
-	counts.QuotaRefusals = refusals
+	s.counts.QuotaRefusals = refusals
 	violations, unjudged := checker.Verdict()
-	t.Logf("soak counts: %+v", counts)
+	t.Logf("soak counts: %+v", s.counts)
 	t.Logf("soak: %d violations, %d evictions unjudged, seed %d", len(violations), len(unjudged), seed)
-	for _, e := range replicas.errors() {
+	for _, e := range s.replicas.errors() {
 		t.Errorf("autoscaler: %v", e)
 	}
-	for name, m := range counts.minimums(duration) {
+	for name, m := range s.counts.minimums(duration) {
 		t.Logf("soak minimum: %s %d of at least %d", name, m[0], m[1])
 		if m[0] < m[1] {
 			t.Errorf("%s happened %d times, fewer than %d (seed %d)", name, m[0], m[1], seed)
