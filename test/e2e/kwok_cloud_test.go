@@ -65,9 +65,17 @@ func startKwokCloud(t *testing.T, ctx context.Context, config string) *kwokCloud
 		if e.stopCloud != nil {
 			e.stopCloud()
 		}
+		// The nodes of this cloud's groups go with it, whatever their names:
+		// a node left behind would take the next test's pods.
+		groups := map[string]bool{}
+		if parsed, err := kwok.ParseConfig([]byte(config)); err == nil {
+			for _, g := range parsed.NodeGroups {
+				groups[g.Name] = true
+			}
+		}
 		nodes, _ := cluster.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.NodeGroupLabel})
 		for _, n := range nodes.Items {
-			if strings.HasPrefix(n.Labels[kwok.NodeGroupLabel], "e2e-kwok-") {
+			if group := n.Labels[kwok.NodeGroupLabel]; groups[group] || strings.HasPrefix(group, "e2e-kwok-") {
 				_ = cluster.Client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
 			}
 		}
