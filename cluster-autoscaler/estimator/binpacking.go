@@ -50,6 +50,8 @@ type Result struct {
 	// the limit (or on the template at all).
 	Scheduled   []*corev1.Pod
 	Unscheduled []*corev1.Pod
+	// Gangs are BinpackGangs' outcome for each gang, in its order.
+	Gangs []GangResult
 }
 
 // NewNode makes the i-th new node of an estimate from the group's template:
@@ -72,9 +74,56 @@ type NewNode func(i int) (fwk.NodeInfo, error)
 // --max-nodegroup-binpacking-duration: the pods left then go unscheduled.
 func Binpack(ctx context.Context, snapshot *simulator.Snapshot, pods []Pod, newNode NewNode, template fwk.NodeInfo, limit int,
 	maxDuration time.Duration) (Result, error) {
-	start := time.Now()
+	return BinpackGangs(ctx, snapshot, pods, nil, newNode, template, limit, maxDuration)
+}
+
+// packer is one estimate's state: the new nodes added so far and the pods'
+// PreFilter states, forked from the loop's.
+type packer struct {
+	snapshot *simulator.Snapshot
+	newNode  NewNode
+	template fwk.NodeInfo
+	limit    int
+	// deadline is when no new node may be added any more; zero is never.
+	deadline time.Time
+	// checks are the estimate's forks of the loop's checks; forked lists
+	// them, for each placement to reach.
+	checks map[*simulator.PodCheck]*simulator.PodCheck
+	forked []*simulator.PodCheck
+	// New nodes are at positions first.. of the snapshot; used counts those
+	// holding a pod. Only the last can be empty (its pod did not fit after all,
+	// as with a zonal spread constraint); it stays for the next pod rather than
+	// another being added.
+	first, used int
+	// firstTry is, per equivalence group whose constraints only tighten,
+	// the first new node worth trying.
+	firstTry map[int]int
+}
+
+func newPacker(snapshot *simulator.Snapshot, newNode NewNode, template fwk.NodeInfo, limit int, maxDuration time.Duration) *packer {
+	k := &packer{snapshot: snapshot, newNode: newNode, template: template, limit: limit,
+		checks: map[*simulator.PodCheck]*simulator.PodCheck{}, first: snapshot.Len(), firstTry: map[int]int{}}
+	if maxDuration > 0 {
+		k.deadline = time.Now().Add(maxDuration)
+	}
+	return k
+}
+
+// fork adds the estimate's own copy of each check the pods use.
+func (k *packer) fork(pods []Pod) {
+	for _, p := range pods {
+		if _, ok := k.checks[p.Check]; !ok {
+			k.checks[p.Check] = p.Check.Fork()
+			k.forked = append(k.forked, k.checks[p.Check])
+		}
+	}
+}
+
+// bySize orders pods largest first, measured against the template's
+// allocatable cpu and memory, keeping the given order among equals.
+func (k *packer) bySize(pods []Pod) []Pod {
 	ordered := append([]Pod(nil), pods...)
-	allocatable := template.Node().Status.Allocatable
+	allocatable := k.template.Node().Status.Allocatable
 	allocCPU, allocMemory := allocatable.Cpu().MilliValue(), allocatable.Memory().Value()
 	size := func(p Pod) float64 {
 		var s float64
@@ -87,73 +136,51 @@ func Binpack(ctx context.Context, snapshot *simulator.Snapshot, pods []Pod, newN
 		return s
 	}
 	sort.SliceStable(ordered, func(i, j int) bool { return size(ordered[i]) > size(ordered[j]) })
+	return ordered
+}
 
-	snapshot.Fork()
-	defer snapshot.Revert()
-	checks := map[*simulator.PodCheck]*simulator.PodCheck{}
-	var forked []*simulator.PodCheck
-	for _, p := range ordered {
-		if _, ok := checks[p.Check]; !ok {
-			checks[p.Check] = p.Check.Fork()
-			forked = append(forked, checks[p.Check])
-		}
+// place puts p on the first new node that takes it, adding a node when none
+// does and the limit and the deadline allow; it reports whether p was placed.
+func (k *packer) place(ctx context.Context, p Pod) (bool, error) {
+	check := k.checks[p.Check]
+	from := k.first
+	if check.Monotone() {
+		from = max(k.first, k.firstTry[p.Group])
 	}
-	// New nodes are at positions first.. of the snapshot; used counts those
-	// holding a pod. Only the last can be empty (its pod did not fit after all,
-	// as with a zonal spread constraint); it stays for the next pod rather than
-	// another being added.
-	first := snapshot.Len()
-	used := 0
-	place := func(p Pod, i int) {
-		if i == first+used {
-			used++
+	for i := from; i < k.snapshot.Len(); i++ {
+		if check.Fits(ctx, k.snapshot.At(i)).IsSuccess() {
+			k.put(ctx, p, i)
+			return true, nil
 		}
-		node := snapshot.Place(p.Info, i)
-		for _, c := range forked {
-			c.Placed(ctx, p.Info, node)
-		}
+		k.firstTry[p.Group] = i + 1
 	}
-	firstTry := map[int]int{}
-	var res Result
-	for _, p := range ordered {
-		check := checks[p.Check]
-		placed := false
-		from := first
-		if check.Monotone() {
-			from = max(first, firstTry[p.Group])
-		}
-		for i := from; i < snapshot.Len(); i++ {
-			if check.Fits(ctx, snapshot.At(i)).IsSuccess() {
-				place(p, i)
-				placed = true
-				break
-			}
-			firstTry[p.Group] = i + 1
-		}
-		// The scan above tried an empty last node already.
-		if !placed && used == snapshot.Len()-first && used < limit && (maxDuration <= 0 || time.Since(start) < maxDuration) {
-			fresh, err := newNode(used)
-			if err != nil {
-				return Result{}, err
-			}
-			if err := snapshot.AddNode(fresh); err != nil {
-				return Result{}, err
-			}
-			i := snapshot.Len() - 1
-			if status := check.Fits(ctx, snapshot.At(i)); status.IsSuccess() {
-				place(p, i)
-				placed = true
-			} else {
-				klog.FromContext(ctx).V(5).Info("Pod does not fit an empty template node",
-					"pod", klog.KObj(p.Pod), "node", template.Node().Name, "reason", status.Message())
-			}
-		}
-		if placed {
-			res.Scheduled = append(res.Scheduled, p.Pod)
-		} else {
-			res.Unscheduled = append(res.Unscheduled, p.Pod)
-		}
+	// The scan above tried an empty last node already.
+	if k.used != k.snapshot.Len()-k.first || k.used >= k.limit || (!k.deadline.IsZero() && time.Now().After(k.deadline)) {
+		return false, nil
 	}
-	res.NodeCount = used
-	return res, nil
+	fresh, err := k.newNode(k.used)
+	if err != nil {
+		return false, err
+	}
+	if err := k.snapshot.AddNode(fresh); err != nil {
+		return false, err
+	}
+	i := k.snapshot.Len() - 1
+	if status := check.Fits(ctx, k.snapshot.At(i)); !status.IsSuccess() {
+		klog.FromContext(ctx).V(5).Info("Pod does not fit an empty template node",
+			"pod", klog.KObj(p.Pod), "node", k.template.Node().Name, "reason", status.Message())
+		return false, nil
+	}
+	k.put(ctx, p, i)
+	return true, nil
+}
+
+func (k *packer) put(ctx context.Context, p Pod, i int) {
+	if i == k.first+k.used {
+		k.used++
+	}
+	node := k.snapshot.Place(p.Info, i)
+	for _, c := range k.forked {
+		c.Placed(ctx, p.Info, node)
+	}
 }

@@ -127,6 +127,17 @@ func (s *Snapshot) Revert() {
 	s.nodes, s.owned, s.listed = f.nodes, f.owned, nil
 }
 
+// Commit keeps every change since the matching Fork: they become changes of
+// the fork before it, which a Revert of that one undoes.
+func (s *Snapshot) Commit() {
+	f := s.forks[len(s.forks)-1]
+	s.forks = s.forks[:len(s.forks)-1]
+	// A node copied before the committed fork is still a copy of its own.
+	for i, owned := range f.owned {
+		s.owned[i] = s.owned[i] || owned
+	}
+}
+
 // The scheduler framework's listers.
 
 func (s *Snapshot) List() ([]fwk.NodeInfo, error) { return s.nodes, nil }

@@ -1,0 +1,143 @@
+package estimator
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
+)
+
+// Gang is pods that take new nodes together or not at all: kube-scheduler
+// holds a gang's pods at Permit until enough of them are placed, so nodes for
+// part of a gang stay idle.
+type Gang struct {
+	Pods []Pod
+	// Need is how many of Pods must be placed for any of them to be: the
+	// gang's minimum less its members placed already. The rest are placed
+	// too when they fit.
+	Need int
+}
+
+// GangResult is what an estimate did with one gang.
+type GangResult struct {
+	Placed bool
+	// Nodes is, for a gang left out, how many new nodes it would take if the
+	// limit allowed; 0 when it does not fit new nodes of the group at all.
+	Nodes int
+}
+
+// BinpackGangs is Binpack with gangs. The pods of no gang are packed first,
+// exactly as Binpack packs them, so that gangs change nothing for them; then
+// each gang in turn, largest pods first, on the new nodes left room and more
+// new nodes within the limit. A gang whose Need cannot be placed leaves the
+// estimate as it found it: no node, no placement. Result.Gangs says, in the
+// order of gangs, which were placed.
+func BinpackGangs(ctx context.Context, snapshot *simulator.Snapshot, pods []Pod, gangs []Gang, newNode NewNode, template fwk.NodeInfo,
+	limit int, maxDuration time.Duration) (Result, error) {
+	snapshot.Fork()
+	defer snapshot.Revert()
+	k := newPacker(snapshot, newNode, template, limit, maxDuration)
+	k.fork(pods)
+	for _, g := range gangs {
+		k.fork(g.Pods)
+	}
+	var res Result
+	for _, p := range k.bySize(pods) {
+		placed, err := k.place(ctx, p)
+		if err != nil {
+			return Result{}, err
+		}
+		if placed {
+			res.Scheduled = append(res.Scheduled, p.Pod)
+		} else {
+			res.Unscheduled = append(res.Unscheduled, p.Pod)
+		}
+	}
+	for _, g := range gangs {
+		gr, err := k.placeGang(ctx, g, &res)
+		if err != nil {
+			return Result{}, err
+		}
+		res.Gangs = append(res.Gangs, gr)
+	}
+	res.NodeCount = k.used
+	return res, nil
+}
+
+// placeGang places g whole or not at all, adding its pods to res.
+func (k *packer) placeGang(ctx context.Context, g Gang, res *Result) (GangResult, error) {
+	ordered := k.bySize(g.Pods)
+	placed, _, _, err := k.trial(ctx, ordered, g.Need, k.limit, true)
+	if err != nil {
+		return GangResult{}, err
+	}
+	for _, p := range ordered {
+		if placed[p.Pod] {
+			res.Scheduled = append(res.Scheduled, p.Pod)
+		} else {
+			res.Unscheduled = append(res.Unscheduled, p.Pod)
+		}
+	}
+	if placed != nil {
+		return GangResult{Placed: true}, nil
+	}
+	// How far short the limit fell: the same placement with as many more
+	// new nodes as the gang has pods, all it could ever use, and no deadline.
+	deadline := k.deadline
+	k.deadline = time.Time{}
+	defer func() { k.deadline = deadline }()
+	_, count, used, err := k.trial(ctx, ordered, g.Need, k.used+len(ordered), false)
+	if err != nil || count < g.Need {
+		return GangResult{}, err
+	}
+	return GangResult{Nodes: used - k.used}, nil
+}
+
+// trial places pods in order on at most limit new nodes. When keep is set and
+// at least need of them are placed, the placement stays and placed holds the
+// pods placed; otherwise the packer is back as it was and placed is nil.
+// count and used are how many pods were placed and how many new nodes they
+// took.
+func (k *packer) trial(ctx context.Context, pods []Pod, need, limit int, keep bool) (placed map[*corev1.Pod]bool, count, used int, err error) {
+	saved := *k
+	saved.firstTry = maps.Clone(k.firstTry)
+	// Each check gets a copy of its own for the trial: a placement undone
+	// must not stay in the PreFilter state of the pods that saw it.
+	k.checks = make(map[*simulator.PodCheck]*simulator.PodCheck, len(saved.checks))
+	k.forked = make([]*simulator.PodCheck, 0, len(saved.forked))
+	copies := make(map[*simulator.PodCheck]*simulator.PodCheck, len(saved.forked))
+	for _, c := range saved.forked {
+		copies[c] = c.Fork()
+		k.forked = append(k.forked, copies[c])
+	}
+	for orig, c := range saved.checks {
+		k.checks[orig] = copies[c]
+	}
+	k.limit = limit
+	k.snapshot.Fork()
+	placed = map[*corev1.Pod]bool{}
+	for _, p := range pods {
+		ok, err := k.place(ctx, p)
+		if err != nil {
+			k.snapshot.Revert()
+			*k = saved
+			return nil, 0, 0, err
+		}
+		if ok {
+			placed[p.Pod] = true
+		}
+	}
+	count, used = len(placed), k.used
+	if keep && count >= need {
+		k.snapshot.Commit()
+		k.limit = saved.limit
+		return placed, count, used, nil
+	}
+	k.snapshot.Revert()
+	*k = saved
+	return nil, count, used, nil
+}
