@@ -6,7 +6,10 @@
 // place that depends on nothing but its inputs.
 //
 //   - resources: dense integer vectors over interned resource names, the
-//     conversions to and from corev1.ResourceList, and pod requests.
+//     conversions to and from corev1.ResourceList, pod requests and the
+//     device-class resource names.
+//   - gang: which gang a pod belongs to (a Workload API PodGroup or ACK's
+//     labels), its size and the whole gang's request.
 //   - elastic: the ElasticQuotaTree model (validation, usage, admission,
 //     status figures and the reclaim planner).
 //   - capacity: the CapacityQuota set (validation, node usage including

@@ -1,0 +1,172 @@
+package gang
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func podGroup(name string, minCount int32) *schedulingv1beta1.PodGroup {
+	pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name}}
+	if minCount >= 0 {
+		pg.Spec.SchedulingPolicy.Gang = &schedulingv1beta1.GangSchedulingPolicy{MinCount: minCount}
+	} else {
+		pg.Spec.SchedulingPolicy.Basic = &schedulingv1beta1.BasicSchedulingPolicy{}
+	}
+	return pg
+}
+
+func lookup(groups ...*schedulingv1beta1.PodGroup) func(string, string) (*schedulingv1beta1.PodGroup, bool) {
+	return func(ns, name string) (*schedulingv1beta1.PodGroup, bool) {
+		for _, g := range groups {
+			if g.Namespace == ns && g.Name == name {
+				return g, true
+			}
+		}
+		return nil, false
+	}
+}
+
+type podOpt func(*corev1.Pod)
+
+func inPodGroup(name string) podOpt {
+	return func(p *corev1.Pod) { p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &name} }
+}
+
+func labelled(name, minAvailable string) podOpt {
+	return func(p *corev1.Pod) {
+		p.Labels = map[string]string{LabelName: name}
+		if minAvailable != "" {
+			p.Labels[LabelMinAvailable] = minAvailable
+		}
+	}
+}
+
+func newPod(name, cpu string, opts ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)},
+		}}}},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func TestOf(t *testing.T) {
+	groups := lookup(podGroup("train", 4), podGroup("basic", -1), podGroup("zero", 0))
+	for _, tc := range []struct {
+		name     string
+		pod      *corev1.Pod
+		want     Gang
+		wantGang bool
+		wantErr  error
+	}{
+		{name: "no gang", pod: newPod("p", "1")},
+		{name: "PodGroup gang", pod: newPod("p", "1", inPodGroup("train")),
+			want: Gang{Key: Key{Kind: KindPodGroup, Namespace: "team-a", Name: "train"}, MinCount: 4}, wantGang: true},
+		{name: "PodGroup with the basic policy is no gang", pod: newPod("p", "1", inPodGroup("basic"))},
+		{name: "missing PodGroup", pod: newPod("p", "1", inPodGroup("gone")), wantErr: ErrPodGroupNotFound},
+		{name: "PodGroup with minCount 0", pod: newPod("p", "1", inPodGroup("zero")), wantErr: errAny},
+		{name: "ACK labels", pod: newPod("p", "1", labelled("job", "3")),
+			want: Gang{Key: Key{Kind: KindLabels, Namespace: "team-a", Name: "job"}, MinCount: 3}, wantGang: true},
+		{name: "ACK min-available missing", pod: newPod("p", "1", labelled("job", "")), wantErr: ErrInvalidMinAvailable},
+		{name: "ACK min-available zero", pod: newPod("p", "1", labelled("job", "0")), wantErr: ErrInvalidMinAvailable},
+		{name: "ACK min-available negative", pod: newPod("p", "1", labelled("job", "-2")), wantErr: ErrInvalidMinAvailable},
+		{name: "ACK min-available not a number", pod: newPod("p", "1", labelled("job", "three")), wantErr: ErrInvalidMinAvailable},
+		{name: "ACK min-available past int32", pod: newPod("p", "1", labelled("job", "3000000000")), wantErr: ErrInvalidMinAvailable},
+		{name: "the PodGroup wins over ACK labels", pod: newPod("p", "1", labelled("job", "3"), inPodGroup("train")),
+			want: Gang{Key: Key{Kind: KindPodGroup, Namespace: "team-a", Name: "train"}, MinCount: 4}, wantGang: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, isGang, err := Of(tc.pod, groups)
+			switch {
+			case tc.wantErr == errAny && err == nil, tc.wantErr != errAny && !errors.Is(err, tc.wantErr):
+				t.Fatalf("error = %v, want %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" || isGang != tc.wantGang {
+				t.Errorf("Of() = %v (gang %v), want %v (gang %v); diff (-want +got):\n%s", got, isGang, tc.want, tc.wantGang, diff)
+			}
+		})
+	}
+}
+
+var errAny = errors.New("any error")
+
+func TestOfWithoutTheWorkloadAPI(t *testing.T) {
+	if _, _, err := Of(newPod("p", "1", inPodGroup("train")), nil); !errors.Is(err, ErrPodGroupNotFound) {
+		t.Fatalf("Of with no PodGroup lookup = %v, want ErrPodGroupNotFound", err)
+	}
+}
+
+func TestMembersOrderAndLiveness(t *testing.T) {
+	base := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	at := func(p *corev1.Pod, minute int) *corev1.Pod {
+		p.CreationTimestamp = metav1.NewTime(base.Add(time.Duration(minute) * time.Minute))
+		return p
+	}
+	bound := at(newPod("z-bound", "1", inPodGroup("train")), 9)
+	bound.Spec.NodeName = "node-1"
+	finished := at(newPod("finished", "1", inPodGroup("train")), 0)
+	finished.Status.Phase = corev1.PodSucceeded
+	deleting := at(newPod("deleting", "1", inPodGroup("train")), 0)
+	deleting.DeletionTimestamp = &metav1.Time{Time: base}
+	pods := []*corev1.Pod{
+		at(newPod("b", "1", inPodGroup("train")), 1),
+		at(newPod("a", "1", inPodGroup("train")), 1),
+		at(newPod("early", "1", inPodGroup("train")), 0),
+		bound, finished, deleting,
+		at(newPod("other-gang", "1", inPodGroup("other")), 0),
+		at(newPod("same-name-labels", "1", labelled("train", "2")), 0),
+	}
+	var names []string
+	for _, p := range Members(Key{Kind: KindPodGroup, Namespace: "team-a", Name: "train"}, pods) {
+		names = append(names, p.Name)
+	}
+	if diff := cmp.Diff([]string{"z-bound", "early", "a", "b"}, names); diff != "" {
+		t.Errorf("Members (-want +got):\n%s", diff)
+	}
+}
+
+func TestRequest(t *testing.T) {
+	g := Gang{Key: Key{Kind: KindLabels, Namespace: "team-a", Name: "job"}, MinCount: 4}
+	for _, tc := range []struct {
+		name         string
+		members      []*corev1.Pod
+		pod          *corev1.Pod
+		wantCPU      string
+		wantStandIns int
+	}{
+		{name: "no member exists yet", pod: newPod("p", "2"), wantCPU: "8", wantStandIns: 4},
+		{name: "two members exist", members: []*corev1.Pod{newPod("a", "1"), newPod("b", "500m")},
+			pod: newPod("p", "2"), wantCPU: "5500m", wantStandIns: 2},
+		{name: "more members than minCount: the first four",
+			members: []*corev1.Pod{newPod("a", "1"), newPod("b", "1"), newPod("c", "1"), newPod("d", "1"), newPod("e", "9")},
+			pod:     newPod("e", "9"), wantCPU: "4"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, standIns := Request(g, tc.members, tc.pod)
+			want := resource.MustParse(tc.wantCPU)
+			if cpu := got[corev1.ResourceCPU]; cpu.Cmp(want) != 0 || standIns != tc.wantStandIns {
+				t.Errorf("Request = cpu %s, %d stand-ins; want %s, %d", cpu.String(), standIns, tc.wantCPU, tc.wantStandIns)
+			}
+		})
+	}
+}
+
+func TestRequestOfAHugeGangSaturates(t *testing.T) {
+	g := Gang{Key: Key{Kind: KindLabels, Namespace: "team-a", Name: "job"}, MinCount: 2_000_000_000}
+	got, standIns := Request(g, nil, newPod("p", "8"))
+	cpu := got[corev1.ResourceCPU]
+	if standIns != 2_000_000_000 || cpu.Cmp(resource.MustParse("16e9")) != 0 {
+		t.Errorf("Request = cpu %s, %d stand-ins; want 16e9 cpu and 2e9 stand-ins", cpu.String(), standIns)
+	}
+}

@@ -1,0 +1,71 @@
+package gang
+
+import (
+	"cmp"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/quotascale/quotascale/quota/resources"
+)
+
+// Members picks the live pods of gang key out of pods: not finished, not being
+// deleted. They come in a fixed order, bound pods first, then by creation
+// time and name, so that every program that takes "the first MinCount
+// members" takes the same ones.
+func Members(key Key, pods []*corev1.Pod) []*corev1.Pod {
+	var members []*corev1.Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || resources.PodFinished(p) {
+			continue
+		}
+		if k, ok := RefOf(p); ok && k == key {
+			members = append(members, p)
+		}
+	}
+	slices.SortFunc(members, compareMembers)
+	return members
+}
+
+func compareMembers(a, b *corev1.Pod) int {
+	if ab, bb := a.Spec.NodeName != "", b.Spec.NodeName != ""; ab != bb {
+		if ab {
+			return -1
+		}
+		return 1
+	}
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Name, b.Name)
+}
+
+// Request is what gang g asks of its quota when pod asks on its behalf: the
+// requests of its first MinCount members (as Members orders them), and pod's
+// own requests in place of each member not created yet. The second result is
+// how many such stand-ins were counted. A gang is admitted for MinCount pods;
+// members beyond that are judged one by one, like any other pod.
+func Request(g Gang, members []*corev1.Pod, pod *corev1.Pod) (corev1.ResourceList, int) {
+	total := corev1.ResourceList{}
+	counted := min(len(members), int(max(g.MinCount, 0)))
+	for _, m := range members[:counted] {
+		addList(total, resources.PodRequests(m), 1)
+	}
+	standIns := int(max(g.MinCount, 0)) - counted
+	if standIns > 0 {
+		addList(total, resources.PodRequests(pod), standIns)
+	}
+	return total, standIns
+}
+
+// addList adds times x src to dst in the units quota counts in, saturating
+// rather than overflowing: a gang label may ask for two billion pods.
+func addList(dst, src corev1.ResourceList, times int) {
+	for name, q := range src {
+		units := resources.SaturatingMul(resources.Units(name, q), int64(times))
+		if have, ok := dst[name]; ok {
+			units = resources.SaturatingAdd(units, resources.Units(name, have))
+		}
+		dst[name] = resources.Quantity(name, units)
+	}
+}
