@@ -148,6 +148,11 @@ func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error
 		frameworkruntime.WithMutableSnapshotLister(snapshot),
 		frameworkruntime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(csiNodes(opts))),
 		frameworkruntime.WithParallelism(1),
+		// With GenericWorkload on, DefaultPreemption and GangScheduling take the
+		// pod group manager when they are built, and a nil one crashes them.
+		// They read it only at PreEnqueue, Permit and PostFilter, which the
+		// simulation does not run: an empty one serves.
+		frameworkruntime.WithPodGroupManager(newEmptySnapshot().base),
 	}
 	if feature.DefaultFeatureGate.Enabled(features.DynamicResourceAllocation) {
 		dra, err := newDRAManager(ctx, opts)
