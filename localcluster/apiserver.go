@@ -48,7 +48,7 @@ func startAPIServer(ctx context.Context, tb *shim, etcdURL string, extraFlags []
 	// The invariant check scrapes /metrics at teardown and fails on metrics that
 	// only a full cluster produces.
 	opts.DisableInvariantChecks = true
-	flags := append(append([]string{}, apiServerFlags...), extraFlags...)
+	flags := append(append(append([]string{}, apiServerFlags...), workloadAPIServerFlags...), extraFlags...)
 	server, err := kubeapiservertesting.StartTestServer(tctx, opts, flags, storage)
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver: %w", err)

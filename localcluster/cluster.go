@@ -81,6 +81,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		}
 	}()
 
+	if err := enableWorkloadAPI(); err != nil {
+		return nil, err
+	}
 	etcd, etcdURL, err := startEtcd(ctx, dir)
 	if err != nil {
 		return nil, err

@@ -34,7 +34,8 @@ import (
 // PodDisruptionBudgets' status,
 // which the Eviction API and the autoscaler's scale-down read. DaemonSets run
 // their pods on the nodes they pick, so node templates, utilization and
-// scale-down meet DaemonSet pods as on a real cluster.
+// scale-down meet DaemonSet pods as on a real cluster. PodGroupProtection
+// releases the PodGroups of the Workload API (workload.go).
 func startControllers(ctx context.Context, config *restclient.Config) error {
 	config = restclient.AddUserAgent(restclient.CopyConfig(config), "localcluster-controllers")
 	client, err := kubernetes.NewForConfig(config)
@@ -69,6 +70,10 @@ func startControllers(ctx context.Context, config *restclient.Config) error {
 	if err != nil {
 		return fmt.Errorf("daemonset controller: %w", err)
 	}
+	runPodGroupProtection, err := newPodGroupProtection(ctx, factory, client)
+	if err != nil {
+		return err
+	}
 	metadataFactory := metadatainformer.NewSharedInformerFactory(metadataClient, 10*time.Minute)
 	informersStarted := make(chan struct{})
 	gc, err := garbagecollector.NewGarbageCollector(ctx, client, metadataClient, mapper,
@@ -89,5 +94,6 @@ func startControllers(ctx context.Context, config *restclient.Config) error {
 	go dc.Run(ctx, 2)
 	go rsc.Run(ctx, 2)
 	go nsc.Run(ctx, 2)
+	go runPodGroupProtection(ctx)
 	return nil
 }
