@@ -175,7 +175,7 @@ func startControlPlane(ctx context.Context, specs []localcluster.NodeSpec, logFi
 func printUsage(cluster *localcluster.Cluster, env demo.Env, logPath string) {
 	fmt.Println("\nKubeconfig:")
 	fmt.Println(cluster.KubeconfigPath)
-	fmt.Printf("\nTry:\n  export KUBECONFIG=%s\n  kubectl get nodes,elasticquotatrees -A\n  kubectl get cq\n", cluster.KubeconfigPath)
+	fmt.Printf("\nTry:\n  export KUBECONFIG=%s\n  kubectl get nodes,elasticquotatrees -A\n  kubectl get cq\n  kubectl get workloads,podgroups -A   # the Workload API (scheduling.k8s.io/v1beta1) is served\n", cluster.KubeconfigPath)
 	if env.ClusterAPINamespace != "" {
 		fmt.Printf("  kubectl get machinedeployments,machines,kwokmachines -n %s\n", env.ClusterAPINamespace)
 	}
