@@ -170,3 +170,48 @@ func TestRequestOfAHugeGangSaturates(t *testing.T) {
 		t.Errorf("Request = cpu %s, %d stand-ins; want 16e9 cpu and 2e9 stand-ins", cpu.String(), standIns)
 	}
 }
+
+func TestOutstanding(t *testing.T) {
+	g := Gang{Key: Key{Kind: KindLabels, Namespace: "team-a", Name: "job"}, MinCount: 3}
+	bound := func(p *corev1.Pod) *corev1.Pod { p.Spec.NodeName = "node-1"; return p }
+	isBound := func(p *corev1.Pod) bool { return p.Spec.NodeName != "" }
+	for _, tc := range []struct {
+		name         string
+		members      []*corev1.Pod
+		pod          *corev1.Pod
+		wantCPU      string
+		wantStandIns int
+		wantOK       bool
+	}{
+		{name: "nothing charged: the whole gang", members: []*corev1.Pod{newPod("a", "1")},
+			pod: newPod("a", "1"), wantCPU: "3", wantStandIns: 2, wantOK: true},
+		{name: "one member bound holds its own quota",
+			members: []*corev1.Pod{bound(newPod("a", "4")), newPod("b", "1"), newPod("c", "1")},
+			pod:     newPod("b", "1"), wantCPU: "2", wantOK: true},
+		{name: "one bound, one missing", members: []*corev1.Pod{bound(newPod("a", "4")), newPod("b", "1")},
+			pod: newPod("b", "2"), wantCPU: "3", wantStandIns: 1, wantOK: true},
+		{name: "the first three bound: whole, judged alone",
+			members: []*corev1.Pod{bound(newPod("a", "1")), bound(newPod("b", "1")), bound(newPod("c", "1")), newPod("d", "5")},
+			pod:     newPod("d", "5")},
+		{name: "a charged member past minCount does not count",
+			members: []*corev1.Pod{newPod("a", "1"), newPod("b", "1"), newPod("c", "1"), bound(newPod("d", "7"))},
+			pod:     newPod("a", "1"), wantCPU: "3", wantOK: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, standIns, ok := Outstanding(g, tc.members, isBound, tc.pod)
+			if ok != tc.wantOK {
+				t.Fatalf("Outstanding ok = %v, want %v (request %v)", ok, tc.wantOK, got)
+			}
+			if !ok {
+				if got != nil {
+					t.Errorf("Outstanding of a whole gang = %v, want nil", got)
+				}
+				return
+			}
+			want := resource.MustParse(tc.wantCPU)
+			if cpu := got[corev1.ResourceCPU]; cpu.Cmp(want) != 0 || standIns != tc.wantStandIns {
+				t.Errorf("Outstanding = cpu %s, %d stand-ins; want %s, %d", cpu.String(), standIns, tc.wantCPU, tc.wantStandIns)
+			}
+		})
+	}
+}

@@ -69,3 +69,30 @@ func addList(dst, src corev1.ResourceList, times int) {
 		dst[name] = resources.Quantity(name, units)
 	}
 }
+
+// Outstanding is what gang g still asks of its quota for pod when some of its
+// members already hold their own quota: charged reports those (bound pods, and
+// for the scheduler the pods it has reserved). Charged members among the first
+// MinCount are left out, and the rest of the gang asks as Request does, for
+// MinCount less them. ok is false when the first MinCount members are all
+// charged: the gang is whole, and each further pod is judged alone. The
+// scheduler plugin and kubectl-quota both ask this, so that the gang a user
+// is told about is the gang the scheduler admits.
+func Outstanding(g Gang, members []*corev1.Pod, charged func(*corev1.Pod) bool, pod *corev1.Pod) (request corev1.ResourceList, standIns int, ok bool) {
+	pending := make([]*corev1.Pod, 0, len(members))
+	held := int32(0)
+	for i, m := range members {
+		switch {
+		case !charged(m):
+			pending = append(pending, m)
+		case i < int(g.MinCount):
+			held++
+		}
+	}
+	g.MinCount -= held
+	if g.MinCount <= 0 {
+		return nil, 0, false
+	}
+	request, standIns = Request(g, pending, pod)
+	return request, standIns, true
+}
