@@ -83,11 +83,12 @@ generate:
 	cp apis/crds/*.yaml charts/quotascale/crds/
 	$(GO) run ./hack/flagsdoc
 
-## release: kubectl-quota's krew archives (linux and darwin, amd64 and arm64) into
-## $(BIN)/release, and deploy/krew/quota.yaml with their URLs and sha256 checksums;
-## a VERSION that is not semver (an untagged tree) is released as v0.0.0-dev+VERSION
+## release: kubectl-quota's krew archives (linux and darwin, amd64 and arm64) and
+## its krew manifest, $(BIN)/release/quota.yaml: deploy/krew/quota.yaml.tmpl filled
+## with the archives' URLs and sha256 checksums, then checked against the archives.
+## A VERSION that is not semver (an untagged tree) is released as v0.0.0-dev+VERSION.
 release:
-	$(GO) run ./hack/release -version $(VERSION) -commit $(COMMIT) -out $(BIN)/release -manifest deploy/krew/quota.yaml
+	$(GO) run ./hack/release -version $(VERSION) -commit $(COMMIT) -out $(BIN)/release -template deploy/krew/quota.yaml.tmpl
 
 ## local-up: run the in-process control plane until Ctrl-C; ARGS="--nodes=3 --node-cpu=8",
 ## ARGS="--autoscaler=false" for the cluster-autoscaler binary, cluster-autoscaler flags after --
