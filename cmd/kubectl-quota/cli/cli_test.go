@@ -24,30 +24,35 @@ func run(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-func TestPodName(t *testing.T) {
+func TestExplainTarget(t *testing.T) {
 	tests := []struct {
-		args    []string
-		want    string
-		wantErr string
+		args     []string
+		wantKind string
+		want     string
+		wantErr  string
 	}{
-		{[]string{"pod", "web-1"}, "web-1", ""},
-		{[]string{"pods", "web-1"}, "web-1", ""},
-		{[]string{"po", "web-1"}, "web-1", ""},
-		{[]string{"pod/web-1"}, "web-1", ""},
-		{[]string{"web-1"}, "web-1", ""},
-		{[]string{"deployment", "web"}, "", `only pods can be explained, not "deployment"`},
-		{[]string{"pod/"}, "", "a pod name is required"},
+		{[]string{"pod", "web-1"}, targetPod, "web-1", ""},
+		{[]string{"pods", "web-1"}, targetPod, "web-1", ""},
+		{[]string{"po", "web-1"}, targetPod, "web-1", ""},
+		{[]string{"pod/web-1"}, targetPod, "web-1", ""},
+		{[]string{"web-1"}, targetPod, "web-1", ""},
+		{[]string{"podgroup", "trainer"}, targetPodGroup, "trainer", ""},
+		{[]string{"podgroups/trainer"}, targetPodGroup, "trainer", ""},
+		{[]string{"PodGroup.scheduling.k8s.io/trainer"}, targetPodGroup, "trainer", ""},
+		{[]string{"deployment", "web"}, "", "", `only pods and podgroups can be explained, not "deployment"`},
+		{[]string{"pod/"}, "", "", "a pod name is required"},
+		{[]string{"podgroup/"}, "", "", "a podgroup name is required"},
 	}
 	for _, tt := range tests {
-		got, err := podName(tt.args)
+		kind, got, err := explainTarget(tt.args)
 		if tt.wantErr != "" {
 			if err == nil || err.Error() != tt.wantErr {
-				t.Errorf("podName(%q) error %v, want %q", tt.args, err, tt.wantErr)
+				t.Errorf("explainTarget(%q) error %v, want %q", tt.args, err, tt.wantErr)
 			}
 			continue
 		}
-		if err != nil || got != tt.want {
-			t.Errorf("podName(%q) = %q, %v; want %q", tt.args, got, err, tt.want)
+		if err != nil || kind != tt.wantKind || got != tt.want {
+			t.Errorf("explainTarget(%q) = %q, %q, %v; want %q, %q", tt.args, kind, got, err, tt.wantKind, tt.want)
 		}
 	}
 }

@@ -38,12 +38,16 @@ func Explain(s Snapshot, pod *corev1.Pod, top int) PodExplanation {
 		q := requests[name]
 		out.Requests[string(name)] = q.String()
 	}
+	var gangRequest corev1.ResourceList
+	out.Gang, gangRequest = explainGang(s, pod)
 	if tree := elastic.InForce(s.Trees); tree != nil {
 		m, err := newModel(tree, s.Pods)
 		if err != nil {
 			out.Notes = append(out.Notes, err.Error())
 		} else {
-			out.ElasticQuota = explainElastic(m, pod, requests, s.Pods, top)
+			judged, ofGang := gangRequests(pod, requests, gangRequest)
+			out.ElasticQuota = explainElastic(m, pod, judged, s.Pods, top)
+			out.ElasticQuota.GangRequest = ofGang
 			out.Notes = append(out.Notes, m.notes...)
 		}
 	} else {
@@ -55,7 +59,7 @@ func Explain(s Snapshot, pod *corev1.Pod, top int) PodExplanation {
 		out.Notes = append(out.Notes, notes...)
 	}
 	out.Events = podEvents(pod, s.Events)
-	out.Verdict = verdict(pod, out.ElasticQuota, out.Capacity, out.Events)
+	out.Verdict = verdict(pod, out.Gang, out.ElasticQuota, out.Capacity, out.Events)
 	return out
 }
 
@@ -194,8 +198,14 @@ func explainCapacity(s Snapshot, pod *corev1.Pod, requests corev1.ResourceList) 
 
 // verdict is the one-line answer, most specific cause first: placement, a
 // reclaim under way, the tree's refusal, then what the autoscaler can do.
-func verdict(pod *corev1.Pod, eq *ElasticQuotaExplanation, capx *CapacityExplanation, events []Event) string {
+func verdict(pod *corev1.Pod, gx *GangExplanation, eq *ElasticQuotaExplanation, capx *CapacityExplanation, events []Event) string {
+	gangSays := ""
+	if pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil && pod.Status.NominatedNodeName == "" {
+		gangSays = gangVerdict(gx, eq)
+	}
 	switch {
+	case gangSays != "":
+		return gangSays
 	case pod.Spec.NodeName != "" && pod.Status.Phase == corev1.PodPending:
 		return fmt.Sprintf("Scheduled on node %s, containers not running yet", pod.Spec.NodeName)
 	case pod.Spec.NodeName != "":

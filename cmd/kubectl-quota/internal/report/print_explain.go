@@ -14,7 +14,9 @@ import (
 func PrintExplain(w io.Writer, e PodExplanation, now time.Time) error {
 	ew := &errWriter{w: w}
 	head := &table{} // label/value pairs, no header
-	head.add("Pod:", e.Pod)
+	if e.Pod != "" {
+		head.add("Pod:", e.Pod)
+	}
 	head.add("Verdict:", e.Verdict)
 	head.add("Requests:", pairs(e.Requests))
 	if e.Node != "" {
@@ -25,6 +27,9 @@ func PrintExplain(w io.Writer, e PodExplanation, now time.Time) error {
 	}
 	_ = head.write(ew)
 
+	if g := e.Gang; g != nil {
+		printGang(ew, g)
+	}
 	if eq := e.ElasticQuota; eq != nil {
 		printElastic(ew, eq, now)
 	}
@@ -51,6 +56,9 @@ func printElastic(w io.Writer, eq *ElasticQuotaExplanation, now time.Time) {
 		fmt.Fprintln(w, "no leaf lists the pod's namespace: it is neither limited nor counted")
 		return
 	}
+	if eq.GangRequest {
+		fmt.Fprintln(w, "REQUEST is the whole gang's: the tree admits all of it or none")
+	}
 	t := newTable("quota node", "resource", "used", "request", "min", "max", "borrowed", "binding")
 	for _, n := range eq.Path {
 		for _, r := range shownResources(n.Resources) {
@@ -62,7 +70,9 @@ func printElastic(w io.Writer, eq *ElasticQuotaExplanation, now time.Time) {
 		}
 	}
 	_ = t.write(w)
-	if eq.Admitted {
+	if eq.Admitted && eq.GangRequest {
+		fmt.Fprintf(w, "The whole gang is admitted by %s and every ancestor.\n", eq.Leaf)
+	} else if eq.Admitted {
 		fmt.Fprintf(w, "Admitted by %s and every ancestor.\n", eq.Leaf)
 	} else {
 		fmt.Fprintf(w, "Scheduler message: %s\n", eq.Message)
@@ -128,4 +138,44 @@ func printCapacityExplanation(w io.Writer, c *CapacityExplanation, now time.Time
 	}
 	fmt.Fprintln(w, "\nCAPACITY QUOTAS on the node groups able to host the pod")
 	_ = capacityTable(c.Quotas, false).write(w)
+}
+
+func printGang(w io.Writer, g *GangExplanation) {
+	fmt.Fprintf(w, "\nGANG: %s (%s)", g.Gang, g.Source)
+	if g.Problem != "" {
+		fmt.Fprintf(w, "\n%s\n", g.Problem)
+		return
+	}
+	if g.MinCount > 0 {
+		fmt.Fprintf(w, ", min count %d: %d pod(s), %d bound", g.MinCount, g.Pods, g.Bound)
+	}
+	fmt.Fprintln(w)
+	switch {
+	case g.Whole:
+		fmt.Fprintf(w, "Whole: its first %d pods are bound; each further pod is judged alone.\n", g.MinCount)
+	case g.Request != nil:
+		fmt.Fprintf(w, "Asks its quota for %s", pairs(g.Request))
+		if g.StandIns > 0 {
+			fmt.Fprintf(w, " (%d pod(s) not created yet counted with this pod's requests)", g.StandIns)
+		}
+		fmt.Fprintln(w)
+	}
+	if c := g.Scheduled; c != nil {
+		fmt.Fprintf(w, "%s=%s", c.Type, c.Status)
+		if c.Reason != "" {
+			fmt.Fprintf(w, " (%s)", c.Reason)
+		}
+		if c.Message != "" {
+			fmt.Fprintf(w, ": %s", c.Message)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(g.Members) == 0 {
+		return
+	}
+	t := newTable("pod", "node", "phase", "counted")
+	for _, m := range g.Members {
+		t.add(m.Pod, m.Node, string(m.Phase), yesNo(m.Counted))
+	}
+	_ = t.write(w)
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	workloadv1beta1 "k8s.io/api/scheduling/v1beta1"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
@@ -54,6 +55,11 @@ type Snapshot struct {
 	Autoscaler *AutoscalerStatus
 	// Events are the events of the explained pod.
 	Events []*corev1.Event
+	// GangPods are the pods of the explained pod's namespace that may belong
+	// to its gang, and PodGroup the Workload API PodGroup it names (nil when
+	// it names none, or it was not found).
+	GangPods []*corev1.Pod
+	PodGroup *workloadv1beta1.PodGroup
 	// Notes say what could not be read, e.g. "autoscaler status not found".
 	Notes []string
 }
@@ -97,7 +103,10 @@ type PodExplanation struct {
 	// node "root.a.1" on cpu (used 20 + request 5 > max 20)`.
 	Verdict string `json:"verdict"`
 	// Requests are the pod's effective requests, as the scheduler computes them.
-	Requests     map[string]string        `json:"requests"`
+	Requests map[string]string `json:"requests"`
+	// Gang is the gang the pod belongs to; nil for a pod in no gang. While the
+	// gang is not whole, ElasticQuota judges the gang's request, not the pod's.
+	Gang         *GangExplanation         `json:"gang,omitempty"`
 	ElasticQuota *ElasticQuotaExplanation `json:"elasticQuota,omitempty"`
 	Capacity     *CapacityExplanation     `json:"capacity,omitempty"`
 	// Events are the scheduler's and autoscaler's events for the pod, newest last.
@@ -115,6 +124,9 @@ type ElasticQuotaExplanation struct {
 	// Leaf is empty when no leaf lists the pod's namespace: it is not limited.
 	Leaf     string `json:"leaf,omitempty"`
 	Admitted bool   `json:"admitted"`
+	// GangRequest is true when Request and the verdict are the pod's gang's:
+	// the whole gang is admitted, or none of it.
+	GangRequest bool `json:"gangRequest,omitempty"`
 	// Message is the scheduler's refusal, e.g. `exceeded elastic quota "root.a.1":
 	// cpu used 20, requested 5, max 20`; empty when admitted.
 	Message string `json:"message,omitempty"`
@@ -280,4 +292,45 @@ type Event struct {
 	From    string    `json:"from"`
 	Count   int32     `json:"count"`
 	Message string    `json:"message"`
+}
+
+// GangExplanation is the gang of the explained pod: a Workload API PodGroup
+// with a gang policy, or ACK's gang labels, read as the scheduler reads them.
+type GangExplanation struct {
+	// Gang is namespace/name; Source is "PodGroup" or "Labels" (ACK's).
+	Gang   string `json:"gang"`
+	Source string `json:"source"`
+	// MinCount is how many pods must run together; 0 when Problem is set.
+	MinCount int32 `json:"minCount,omitempty"`
+	// Problem says why the gang cannot be read, e.g. a missing PodGroup or a
+	// bad min-available label: the scheduler keeps the pod waiting.
+	Problem string `json:"problem,omitempty"`
+	// Pods counts the gang's live pods, Bound those bound to a node.
+	Pods  int `json:"pods"`
+	Bound int `json:"bound"`
+	// Whole is true when the gang's first MinCount pods are bound: it runs,
+	// and each further pod is judged alone.
+	Whole bool `json:"whole"`
+	// Request is what the gang still asks of its quota, as the scheduler
+	// asks it for its first pod to reach the quota check: the requests of
+	// its first MinCount pods that are not bound, and the explained pod's
+	// own requests StandIns times, for pods not created yet. Empty when Whole.
+	Request  map[string]string `json:"request,omitempty"`
+	StandIns int               `json:"standIns,omitempty"`
+	// Scheduled is the PodGroup's PodGroupInitiallyScheduled condition, as
+	// kube-scheduler writes it.
+	Scheduled *Condition `json:"scheduled,omitempty"`
+	// Members are the gang's live pods in the order the gang counts them:
+	// bound first, then oldest first.
+	Members []GangMember `json:"members,omitempty"`
+}
+
+// GangMember is one pod of a gang.
+type GangMember struct {
+	Pod   string          `json:"pod"`
+	Node  string          `json:"node,omitempty"`
+	Phase corev1.PodPhase `json:"phase"`
+	// Counted is true for the first MinCount members, those the gang's
+	// request is made of.
+	Counted bool `json:"counted"`
 }
