@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	workloadv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -31,6 +32,9 @@ type fuzzSnapshot struct {
 	Events      []corev1.Event                       `json:"events"`
 	Notes       []string                             `json:"notes"`
 	Top         int                                  `json:"top"`
+	// PodGroup is the Workload API PodGroup pods may name; every pod is a
+	// candidate member of the explained pod's gang.
+	PodGroup *workloadv1beta1.PodGroup `json:"podGroup"`
 }
 
 var hugeExponent = regexp.MustCompile(`[eE][-+]?[0-9]{5,}`)
@@ -104,6 +108,11 @@ func FuzzReports(f *testing.F) {
 		`"nodes":[{"metadata":{"name":"n","labels":{"quotascale.io/node-group":"g"}},"spec":{"taints":[{"key":"k","effect":"NoSchedule"}]},"status":{"capacity":{"cpu":"-1"}}}],` +
 		`"autoscaler":{"NodeGroups":[{"Name":"g","MinSize":3,"MaxSize":1,"Target":-2,"Registered":9}]},"pods":[{"metadata":{"name":"p"},"spec":{"nodeSelector":{"a":"b"}}}],"top":-1}`))
 	f.Add([]byte(`{"trees":[{"metadata":{"name":"t","namespace":"kube-system"},"spec":{"root":{"name":"","children":[{"name":""}]}}}],"pods":[{}],"events":[{"involvedObject":{"kind":"Pod"}}]}`))
+	f.Add([]byte(`{"trees":[{"metadata":{"name":"t","namespace":"kube-system"},"spec":{"root":{"name":"r","max":{"cpu":"4"},"children":[{"name":"l","namespaces":["ns"],"max":{"cpu":"4"}}]}}}],` +
+		`"podGroup":{"metadata":{"name":"g","namespace":"ns"},"spec":{"schedulingPolicy":{"gang":{"minCount":3}}}},` +
+		`"pods":[{"metadata":{"name":"a","namespace":"ns"},"spec":{"schedulingGroup":{"podGroupName":"g"},"nodeName":"n","containers":[{"resources":{"requests":{"cpu":"2"}}}]}},` +
+		`{"metadata":{"name":"b","namespace":"ns"},"spec":{"schedulingGroup":{"podGroupName":"g"},"containers":[{"resources":{"requests":{"cpu":"2"}}}]}},` +
+		`{"metadata":{"name":"c","namespace":"ns","labels":{"pod-group.scheduling.sigs.k8s.io/name":"j","pod-group.scheduling.sigs.k8s.io/min-available":"2147483647"}},"spec":{"containers":[{"resources":{"requests":{"cpu":"1e3"}}}]}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if hugeExponent.Match(data) {
 			// apimachinery's ParseQuantity takes seconds on exponents such as
@@ -114,13 +123,14 @@ func FuzzReports(f *testing.F) {
 		if yaml.Unmarshal(data, &in) != nil {
 			return
 		}
-		s := Snapshot{Now: now, NodesListed: in.NodesListed, Autoscaler: in.Autoscaler, Notes: in.Notes}
+		s := Snapshot{Now: now, NodesListed: in.NodesListed, Autoscaler: in.Autoscaler, Notes: in.Notes, PodGroup: in.PodGroup}
 		for i := range in.Trees {
 			s.Trees = append(s.Trees, &in.Trees[i])
 		}
 		for i := range in.Pods {
 			s.Pods = append(s.Pods, &in.Pods[i])
 		}
+		s.GangPods = s.Pods
 		for i := range in.Nodes {
 			s.Nodes = append(s.Nodes, &in.Nodes[i])
 		}
@@ -156,6 +166,13 @@ func FuzzReports(f *testing.F) {
 			}
 			if err := PrintExplain(&out, e, now); err != nil {
 				t.Fatalf("PrintExplain: %v", err)
+			}
+			reports = append(reports, e)
+		}
+		if pg := in.PodGroup; pg != nil && PodGroupPod(s, pg.Namespace, pg.Name) == nil {
+			e := ExplainEmptyPodGroup(s, pg)
+			if err := PrintExplain(&out, e, now); err != nil || e.Verdict == "" {
+				t.Fatalf("PodGroup %s/%s without pods: verdict %q, PrintExplain: %v", pg.Namespace, pg.Name, e.Verdict, err)
 			}
 			reports = append(reports, e)
 		}
