@@ -52,6 +52,7 @@ func NewRootCommand(streams genericiooptions.IOStreams) *cobra.Command {
 		Long: `kubectl quota explains quota decisions from live objects:
 
   kubectl quota explain pod NAME -n NAMESPACE   why a pod is pending: what refused it, on which dimension, what raised the total
+  kubectl quota explain podgroup NAME -n NS     the same for a gang: whether it is admitted whole, what it asks, what stops it
   kubectl quota tree                            the ElasticQuotaTree in force with used/min/max per quota node
   kubectl quota capacity                        the CapacityQuotas with used, upcoming nodes and headroom
 

@@ -74,6 +74,8 @@ func printElastic(w io.Writer, eq *ElasticQuotaExplanation, now time.Time) {
 		fmt.Fprintf(w, "The whole gang is admitted by %s and every ancestor.\n", eq.Leaf)
 	} else if eq.Admitted {
 		fmt.Fprintf(w, "Admitted by %s and every ancestor.\n", eq.Leaf)
+	} else if eq.GangRequest {
+		fmt.Fprintf(w, "Quota's message on the whole gang's request: %s\n", eq.Message)
 	} else {
 		fmt.Fprintf(w, "Scheduler message: %s\n", eq.Message)
 	}
