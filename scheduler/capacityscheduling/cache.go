@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 
 	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
+	"github.com/quotascale/quotascale/quota/claims"
 	"github.com/quotascale/quotascale/quota/elastic"
 	"github.com/quotascale/quotascale/quota/resources"
 )
@@ -63,11 +64,26 @@ type quotaCache struct {
 	// and usually on the informer's goroutine (notePending) rather than in the
 	// scheduling cycle.
 	requests map[types.UID]podRequests
+
+	// lookup reads claims and DeviceClasses; nil without informers (the
+	// pods' devices are then not charged). claims remembers the charged
+	// pods' claims (claims.go).
+	lookup claims.Lookup
+	claims claimBook
 }
 
+// podRequests is what the cache computed for one pod object: its requests
+// (resources.PodRequests), its charge under quota/claims' rule and what
+// admitting it adds, converted for a tree. plain says the charge is the
+// requests alone (no devices), so request stays valid while the tree does.
 type podRequests struct {
-	pod     *corev1.Pod
-	request elastic.Request
+	pod      *corev1.Pod
+	requests corev1.ResourceList
+	request  elastic.Request
+	charge   claims.Charge
+	plain    bool
+	// err is why part of the pod's devices could not be read.
+	err error
 }
 
 type hold struct {
@@ -95,21 +111,30 @@ func newQuotaCache(podLister corelisters.PodLister, clk clock.PassiveClock, hold
 		requests:  map[types.UID]podRequests{},
 		podLister: podLister,
 		clock:     clk,
+		claims:    newClaimBook(),
 	}
 }
 
-// requestLocked is resources.PodRequests(pod) converted for the tree in force:
-// computed once per pod object, converted once per tree. Callers hold the
-// lock, with a tree in force, and do not modify the result.
+// requestLocked is what admitting pod adds to the tree in force: its charge
+// under quota/claims' rule (its requests, its own devices, and the shared
+// claims not charged yet), converted for the tree. The requests are computed
+// once per pod object; a pod without devices is converted once per tree.
+// Callers hold the lock, with a tree in force, and do not modify the result.
 func (c *quotaCache) requestLocked(pod *corev1.Pod) elastic.Request {
 	r, ok := c.requests[pod.UID]
+	if !ok || r.pod != pod {
+		r = podRequests{pod: pod, requests: resources.PodRequests(pod)}
+	}
+	r.charge, r.err = c.chargeFromLocked(pod, r.requests)
 	switch {
-	case ok && r.pod == pod && r.request.For(c.tree):
-		return r.request
-	case ok && r.pod == pod:
-		r.request = c.tree.Request(r.request.Requests())
+	case r.charge.Plain(r.requests):
+		if !r.plain || !r.request.For(c.tree) {
+			r.request = c.tree.Request(r.requests)
+		}
+		r.plain = true
 	default:
-		r = podRequests{pod: pod, request: c.tree.Request(resources.PodRequests(pod))}
+		r.plain = false
+		r.request = c.tree.Request(r.charge.Request(c.sharedChargedLocked))
 	}
 	c.requests[pod.UID] = r
 	return r.request
@@ -137,7 +162,7 @@ func (c *quotaCache) notePending(pod *corev1.Pod) {
 	if c.tree == nil || c.requests[pod.UID].pod == pod {
 		return
 	}
-	c.requests[pod.UID] = podRequests{pod: pod, request: c.tree.Request(requests)}
+	c.requests[pod.UID] = podRequests{pod: pod, requests: requests, request: c.tree.Request(requests), plain: true}
 }
 
 // exportMetrics registers the metrics and points them at this cache.
@@ -174,7 +199,7 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 		c.reclaimLocked(c.holds[pod.UID].leaf, reclaimPlaced)
 		c.endHoldLocked(pod.UID)
 	}
-	if c.tree.AddPod(pod) {
+	if c.chargePodLocked(c.tree, pod) {
 		c.changed = true
 	}
 }
@@ -198,6 +223,7 @@ func (c *quotaCache) releaseLocked(uid types.UID) {
 	if c.tree.RemovePod(uid) {
 		c.changed = true
 	}
+	c.dropClaimsLocked(c.tree, uid, nil)
 }
 
 // startHold charges what a reclaim frees to the preemptor's hold.
@@ -235,7 +261,7 @@ func (c *quotaCache) reserveLocked(pod *corev1.Pod, requests corev1.ResourceList
 		c.releaseLocked(holdUID(pod.UID))
 		h.charged = false
 	}
-	c.tree.AddRequests(pod.UID, pod.Namespace, requests)
+	c.reserveChargeLocked(pod, requests)
 	c.changed = true
 }
 
@@ -331,17 +357,19 @@ func (c *quotaCache) reclaimsInFlight() int {
 // from the assigned pods the informer holds.
 func (c *quotaCache) setTreeLocked(logger klog.Logger, t *elastic.Tree) {
 	if t != nil && c.tree == nil && c.podLister != nil {
+		c.claims = newClaimBook()
 		pods, err := c.podLister.List(labels.Everything())
 		if err != nil {
 			logger.Error(err, "Listing pods to rebuild quota usage")
 		}
 		for _, p := range pods {
 			if elastic.Charged(p) {
-				t.AddPod(p)
+				c.chargePodLocked(t, p)
 			}
 		}
 	}
 	if t == nil {
+		c.claims = newClaimBook()
 		c.holds = map[types.UID]*hold{}
 		clear(c.refused)
 	}

@@ -68,6 +68,8 @@ type world struct {
 	// pods are bound when they name a node, pending otherwise.
 	pods []*corev1.Pod
 	pdbs []*policyv1.PodDisruptionBudget
+	// dra are ResourceClaims and DeviceClasses.
+	dra []runtime.Object
 }
 
 type harness struct {
@@ -157,6 +159,7 @@ func newHarness(t testing.TB, w world) *harness {
 	for _, pdb := range w.pdbs {
 		objs = append(objs, pdb)
 	}
+	objs = append(objs, w.dra...)
 	client := clientsetfake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	_ = factory.Policy().V1().PodDisruptionBudgets().Informer()

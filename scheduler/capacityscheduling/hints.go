@@ -27,6 +27,10 @@ func (p *Plugin) EventsToRegister(ctx context.Context) ([]fwk.ClusterEventWithHi
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodRelease},
 		// A node joining or relabelled may carry a flavor's labels.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}, QueueingHintFn: p.isSchedulableAfterNodeChange},
+		// A claim or DeviceClass appearing lets quota read a pod's devices
+		// (the pod is refused while it cannot).
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}},
 		// A new tree or flavor changes every decision.
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource(treesResource.Resource + "." + treesResource.Version + "." + treesResource.Group), ActionType: fwk.All}},
 		{Event: fwk.ClusterEvent{Resource: fwk.EventResource(flavorsResource.Resource + "." + flavorsResource.Version + "." + flavorsResource.Group), ActionType: fwk.All}},
@@ -42,7 +46,9 @@ func (p *Plugin) isSchedulableAfterPodRelease(logger klog.Logger, pending *corev
 	if released == nil {
 		return fwk.Queue, nil
 	}
-	freed := resources.PodRequests(released)
+	// Its devices too: its own, and the shared claims it may have been the
+	// last to use.
+	freed := p.cache.freedBy(released)
 	if newPod := podOf(newObj); newPod != nil {
 		// A scale-down frees the difference only.
 		after := resources.PodRequests(newPod)

@@ -29,7 +29,6 @@ import (
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/pkg/typedinformer"
 	"github.com/quotascale/quotascale/quota/elastic"
-	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Name is the plugin's name in a KubeSchedulerConfiguration.
@@ -122,6 +121,9 @@ func newPlugin(ctx context.Context, h fwk.Handle, args Args, trees, flavors cach
 	if err != nil {
 		return nil, err
 	}
+	if err := p.registerClaimHandlers(h); err != nil {
+		return nil, err
+	}
 	go trees.RunWithContext(ctx)
 	go flavors.RunWithContext(ctx)
 	// The handlers, not only the informers, must have seen every tree and
@@ -211,6 +213,11 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		state.Write(stateKey, &stateData{rebuilding: true})
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "quota usage is being rebuilt from the assigned pods")
 	}
+	if !p.podsSynced {
+		// The pods may have been charged before their claims and
+		// DeviceClasses were seen.
+		p.cache.rechargeAllLocked()
+	}
 	// The pod handlers stay synced once they are; asking costs a lock.
 	p.podsSynced = true
 	var request elastic.Request
@@ -221,10 +228,15 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		// its node. (The scheduler itself never sees a charged pod again:
 		// Reserve charges it on its way to being bound.) The simulation's copy
 		// is not remembered: no informer event would ever drop it.
-		request = tree.Request(resources.PodRequests(pod))
+		charge, _ := p.cache.chargeLocked(pod)
+		request = tree.Request(charge.Own)
 		verdict = elastic.Verdict{Leaf: leaf.Name()}
 	} else {
 		request = p.cache.requestLocked(pod)
+		if err := p.cache.claimProblemLocked(pod); err != nil {
+			p.cache.mu.Unlock()
+			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "quota cannot charge the pod's devices: "+err.Error())
+		}
 		verdict = p.cache.admitLocked(pod, request)
 		p.cache.decidedLocked(pod.UID, verdict)
 	}
