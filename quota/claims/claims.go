@@ -238,7 +238,7 @@ func extendedDevices(requests corev1.ResourceList, lookup Lookup) corev1.Resourc
 		if extra == nil {
 			extra = corev1.ResourceList{}
 		}
-		addOne(extra, deviceClassResource(class.Name), q)
+		addOne(extra, resources.DeviceClassResource(class.Name), q)
 		if e := class.Spec.ExtendedResourceName; e != nil && corev1.ResourceName(*e) != name && strings.HasPrefix(string(name), resourceapi.ResourceDeviceClassPrefix) {
 			addOne(extra, corev1.ResourceName(*e), q)
 		}

@@ -38,11 +38,11 @@ func ClaimDevices(claim *resourceapi.ResourceClaim, lookup Lookup) (corev1.Resou
 	var problems []error
 	for _, class := range sortedKeys(perClass) {
 		q := *resource.NewQuantity(perClass[class], resource.DecimalSI)
-		addOne(out, deviceClassResource(class), q)
+		addOne(out, resources.DeviceClassResource(class), q)
 		dc := lookup.Class(class)
 		if dc == nil {
 			problems = append(problems, fmt.Errorf("ResourceClaim %s/%s: DeviceClass %q does not exist: its devices count under %s only",
-				claim.Namespace, claim.Name, class, deviceClassResource(class)))
+				claim.Namespace, claim.Name, class, resources.DeviceClassResource(class)))
 			continue
 		}
 		if e := dc.Spec.ExtendedResourceName; e != nil && *e != "" {

@@ -36,6 +36,10 @@ type Oracle struct {
 	// seenPods is every pod ever seen, to judge a preemptor named by UID only.
 	seenPods map[types.UID]seenPod
 
+	// dra are the ResourceClaims and DeviceClasses (treedevices.go); nil
+	// until the first is fed.
+	dra *draObjects
+
 	trees map[string]*treeObject // kube-system trees by name
 	// inForce is the tree the oracle judges against; nil when none.
 	inForce *quotaTree
@@ -183,7 +187,7 @@ func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
 	switch {
 	case initial:
 	case st.counted && !wasCounted:
-		o.judgeAdmissionLocked(st, requested(st.requests), "bound")
+		o.judgeAdmissionLocked(st, o.admittedLocked(st), "bound")
 	case st.counted:
 		if grown := grownResources(before, st.requests); len(grown) > 0 {
 			o.judgeAdmissionLocked(st, grown, "resized")

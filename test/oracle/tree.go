@@ -117,7 +117,7 @@ func (o *Oracle) chooseTreeLocked() {
 		o.deferred = nil
 		for _, uid := range deferred {
 			if st := o.pods[uid]; st != nil && st.counted {
-				o.judgeAdmissionLocked(st, requested(st.requests), "bound while the tree was being judged")
+				o.judgeAdmissionLocked(st, o.admittedLocked(st), "bound while the tree was being judged")
 			}
 		}
 	}
@@ -154,6 +154,7 @@ func (o *Oracle) sumLocked(t *quotaTree, include func(*podState) bool) []corev1.
 			}
 		}
 	}
+	o.addDevicesLocked(t, used, include)
 	return used
 }
 
