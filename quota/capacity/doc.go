@@ -17,7 +17,12 @@
 // tracker does, because limits are written in whole cores and a node is
 // bought whole. Memory is bytes; every other resource, extended ones such as
 // nvidia.com/gpu included, is read from node capacity under its own name; the
-// resource "nodes" counts one per node.
+// resource "nodes" counts one per node. DRA devices count under core
+// ResourceQuota's name for their class (resources.DeviceClassResource) and
+// under the extended resource name a class serves: this package does not read
+// ResourceSlices or evaluate CEL, so callers pass nodes whose capacity holds
+// their devices (pkg/devices.WithDevices), and each device dimension is
+// limited like cpu, all dimensions or none.
 //
 // A Set is not safe for concurrent use, not even for concurrent AllowedDelta
 // calls: a check projects labels and capacity into scratch buffers the set

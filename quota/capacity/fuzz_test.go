@@ -26,6 +26,7 @@ func FuzzBuildCapacitySet(f *testing.F) {
 	}
 	f.Add([]byte(`items: [{metadata: {name: a}, spec: {selector: {matchExpressions: [{key: pool, operator: In}]}, limits: {resources: {cpu: 500m}}}}]`))
 	f.Add([]byte(`items: [{metadata: {name: b}, spec: {selector: {matchLabels: {node.kubernetes.io/instance-type: x}}, limits: {resources: {nodes: 1, memory: 1Ei}}}}]`))
+	f.Add([]byte(`items: [{metadata: {name: c}, spec: {limits: {resources: {gpu.example.com.deviceclass.resource.k8s.io/devices: 4, A_B.deviceclass.resource.k8s.io/devices: 1, .deviceclass.resource.k8s.io/devices: 2}}}}]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if hugeExponent.Match(data) {
 			// apimachinery's ParseQuantity takes seconds on exponents such

@@ -9,8 +9,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
+	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // maxLimitedResources and maxResourceNameLength mirror the CRD schema, so a
@@ -48,9 +50,7 @@ func validate(q *autoscalingv1beta1.CapacityQuota, forbidden []string) (labels.S
 		problems = append(problems, fmt.Sprintf("limits name %d resources, at most %d are allowed", len(limits), maxLimitedResources))
 	}
 	for name, limit := range limits {
-		if len(name) == 0 || len(name) > maxResourceNameLength {
-			problems = append(problems, fmt.Sprintf("limit resource name %q must be 1 to %d characters", name, maxResourceNameLength))
-		}
+		problems = append(problems, nameProblems(corev1.ResourceName(name))...)
 		// Integral in the API server's sense (CEL quantity isInteger): "2k"
 		// and "32Gi" are, "1000m" and "1.5Gi" are not, whatever they round to.
 		if _, integral := limit.AsInt64(); !integral || limit.Sign() < 0 {
@@ -59,6 +59,31 @@ func validate(q *autoscalingv1beta1.CapacityQuota, forbidden []string) (labels.S
 	}
 	slices.Sort(problems)
 	return selector, slices.Compact(problems)
+}
+
+// nameProblems judges a limit's resource name as the CRD schema does: at most
+// 63 characters, or a device-class name (resources.DeviceClassOf) whose prefix
+// "<class>.deviceclass.resource.k8s.io" is a DNS subdomain (at most 253
+// characters), as core ResourceQuota takes it: classes are named after their
+// driver's domain and often do not fit in 63. A name that reads like a
+// device-class name but is not one (a class name with capitals or
+// underscores) is told so, since it could never match a class.
+func nameProblems(name corev1.ResourceName) []string {
+	if _, isDevice := resources.DeviceClassOf(name); isDevice {
+		prefix, _ := strings.CutSuffix(string(name), "/devices")
+		if errs := validation.IsDNS1123Subdomain(prefix); len(errs) > 0 {
+			return []string{fmt.Sprintf("limit resource name %q: %s", name, strings.Join(errs, "; "))}
+		}
+		return nil
+	}
+	if strings.HasSuffix(string(name), corev1.ResourceClaimsPerClass) {
+		class := strings.TrimSuffix(string(name), corev1.ResourceClaimsPerClass)
+		return []string{fmt.Sprintf("limit resource name %q names device class %q, which is not a valid DeviceClass name (a lowercase DNS subdomain)", name, class)}
+	}
+	if len(name) == 0 || len(name) > maxResourceNameLength {
+		return []string{fmt.Sprintf("limit resource name %q must be 1 to %d characters", name, maxResourceNameLength)}
+	}
+	return nil
 }
 
 // exactDecimal shows a quantity as the plain decimal it stands for, so

@@ -17,6 +17,7 @@ func TestValidation(t *testing.T) {
 		many[autoscalingv1beta1.ResourceName(fmt.Sprintf("example.com/r%02d", i))] = limits("x", "1")["x"]
 	}
 	long := "example.com/" + strings.Repeat("a", 52) // 64 characters
+	longClass := "compute-domain-default-channel.nvidia.com"
 	tests := []struct {
 		name    string
 		quota   *autoscalingv1beta1.CapacityQuota
@@ -40,6 +41,16 @@ func TestValidation(t *testing.T) {
 			want: "limits name 21 resources, at most 20 are allowed"},
 		{name: "resource name too long", quota: capacityQuota("q", nil, limits(long, "1")),
 			want: `limit resource name "` + long + `" must be 1 to 63 characters`},
+		{name: "device class, as core ResourceQuota names it", quota: capacityQuota("q", nil, limits("gpu.example.com.deviceclass.resource.k8s.io/devices", "4")),
+			want: "CapacityQuota is valid"},
+		{name: "device class longer than 63 characters", quota: capacityQuota("q", nil, limits(longClass+".deviceclass.resource.k8s.io/devices", "4")),
+			want: "CapacityQuota is valid"},
+		{name: "device class too long for a DNS subdomain", quota: capacityQuota("q", nil, limits(strings.Repeat("a.", 113)+"b.deviceclass.resource.k8s.io/devices", "4")),
+			want: `limit resource name "` + strings.Repeat("a.", 113) + `b.deviceclass.resource.k8s.io/devices": must be no more than 253 characters`},
+		{name: "device class that could never exist", quota: capacityQuota("q", nil, limits("GPU_A.deviceclass.resource.k8s.io/devices", "4")),
+			want: `limit resource name "GPU_A.deviceclass.resource.k8s.io/devices" names device class "GPU_A", which is not a valid DeviceClass name (a lowercase DNS subdomain)`},
+		{name: "device limit must be an integer like any other", quota: capacityQuota("q", nil, limits("gpu.deviceclass.resource.k8s.io/devices", "1500m")),
+			want: "limit gpu.deviceclass.resource.k8s.io/devices must be a non-negative integer, got 1.500"},
 		{name: "forbidden key in matchLabels", quota: capacityQuota("q", matchLabels("node.kubernetes.io/instance-type", "n2-standard-8"), limits("cpu", "8")),
 			want: `selector must not use label key "node.kubernetes.io/instance-type"`},
 		{

@@ -75,13 +75,17 @@ type CapacityQuotaSpec struct {
 type CapacityQuotaLimits struct {
 	// Resources maps a resource name to its ceiling. cpu and memory are read from
 	// node capacity, nodes counts nodes, and any other name (nvidia.com/gpu, ...) is
-	// read from node capacity under that name. Quantities must be non-negative
-	// integers: "32Gi", "2k" and "10" are accepted; "3.67Gi", "500m" and "1000m"
-	// are not.
+	// read from node capacity under that name. A device class's devices, as the
+	// nodes' ResourceSlices publish them, are limited under core ResourceQuota's
+	// name <class>.deviceclass.resource.k8s.io/devices; an extended resource name a
+	// DeviceClass serves counts its devices too, on nodes whose capacity lacks it.
+	// Names are at most 63 characters, device-class names at most 261. Quantities
+	// must be non-negative integers: "32Gi", "2k" and "10" are accepted; "3.67Gi",
+	// "500m" and "1000m" are not.
 	// +required
 	// +kubebuilder:validation:Type=object
 	// +kubebuilder:validation:MaxProperties=20
-	// +kubebuilder:validation:XValidation:rule="self.all(key, size(key) <= 63)",message="Resource names must be 63 characters or less."
+	// +kubebuilder:validation:XValidation:rule="self.all(key, size(key) <= 63 || (key.endsWith('.deviceclass.resource.k8s.io/devices') && size(key) <= 261))",message="Resource names must be 63 characters or less."
 	// +kubebuilder:validation:XValidation:rule="self.all(key, type(self[key]) == int ? self[key] >= 0 : (!self[key].startsWith('-') && quantity(self[key]).isInteger()))",message="All resource quantities must be non-negative integers."
 	Resources ResourceList `json:"resources"`
 }
