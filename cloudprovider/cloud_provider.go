@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 )
 
 // CloudProvider is one source of node groups.
@@ -69,10 +70,12 @@ type NodeGroup interface {
 }
 
 // NodeInfo is a template node with the pods every new node of the group runs
-// (DaemonSet pods, for example).
+// (DaemonSet pods, for example) and the ResourceSlices its DRA drivers
+// publish, node-local pools named for the template node.
 type NodeInfo struct {
-	Node *corev1.Node
-	Pods []*corev1.Pod
+	Node           *corev1.Node
+	Pods           []*corev1.Pod
+	ResourceSlices []*resourcev1.ResourceSlice
 }
 
 // Instance is one machine of a node group. Id equals the registered node's

@@ -33,6 +33,12 @@ func newQuotas(opts config.Options, c *clients, recorder record.EventRecorder, m
 	if err != nil {
 		return nil, err
 	}
+	// The simulation reads the same ResourceSlice informer; DeviceClasses
+	// decide which of a node's devices each class counts.
+	resource := c.factory.Resource().V1()
+	if err := capacity.WatchDevices(resource.ResourceSlices().Informer(), resource.DeviceClasses().Informer()); err != nil {
+		return nil, err
+	}
 	q := &quotas{capacity: capacity, informers: []cache.SharedIndexInformer{quotaInformer}}
 	if opts.ElasticQuotaEnabled {
 		treeInformer := typedinformer.New[schedulingv1beta1.ElasticQuotaTree](c.dynamic, elasticquota.Resource, 0)

@@ -68,6 +68,7 @@ type Processor struct {
 	// check), so that a group gone from the provider is forgotten.
 	known     map[string]bool
 	lastEvent map[string]time.Time
+	devices   *nodeDevices
 }
 
 var _ processors.ScaleUpLimiter = &Processor{}
@@ -85,6 +86,7 @@ func New(opts Options, list Lister, nodes cache.SharedIndexInformer, recorder re
 		planned:   map[string]int{},
 		known:     map[string]bool{},
 		lastEvent: map[string]time.Time{},
+		devices:   newNodeDevices(),
 	}
 	if nodes == nil {
 		return p, nil
@@ -113,11 +115,16 @@ func (p *Processor) onNode(obj any, deleted bool) {
 	// A virtual kubelet fronts capacity elsewhere (a serverless pool): as
 	// upstream, it counts toward no quota and no cluster-wide limit. A node
 	// relabelled as virtual stops counting.
+	if deleted {
+		delete(p.devices.raw, node.Name)
+	} else {
+		p.devices.raw[node.Name] = node
+	}
 	if deleted || isVirtualKubelet(node) {
 		p.set.RemoveNode(node.Name)
 		return
 	}
-	p.set.UpdateNode(node)
+	p.set.UpdateNode(p.devices.counted(node))
 }
 
 // isVirtualKubelet is upstream's test for a virtual-kubelet node.
@@ -153,16 +160,17 @@ func (p *Processor) StartLoop(ctx context.Context, lc *processors.LoopContext) e
 			p.seen[q.Name] = versionOf(q)
 		}
 	}
+	p.refreshDevicesLocked(ctx)
 	p.upcoming = lc.Upcoming
 	p.planned = map[string]int{}
 	present := make(map[string]bool, len(lc.Groups))
 	for _, g := range lc.Groups {
 		present[g.Id()] = true
-		p.setUpcomingLocked(g.Id(), lc.Templates[g.Id()])
+		p.setUpcomingLocked(ctx, g.Id(), lc.Templates[g.Id()])
 	}
 	for id := range p.known {
 		if !present[id] {
-			p.setUpcomingLocked(id, nil)
+			p.setUpcomingLocked(ctx, id, nil)
 		}
 	}
 	p.metrics.observe(p.set.Status(), p.objects, p.opts.ClusterWide)
@@ -206,23 +214,34 @@ func (p *Processor) changed(quotas []*autoscalingv1beta1.CapacityQuota) (written
 }
 
 // setUpcomingLocked counts the group's upcoming and planned nodes as copies of
-// its template. Without a template the group counts none and the set forgets
-// it; with a template and none upcoming its remembered check stays.
-func (p *Processor) setUpcomingLocked(id string, template *cloudprovider.NodeInfo) {
+// its template, devices included. Without a template the group counts none
+// and the set forgets it; with a template and none upcoming its remembered
+// check stays.
+func (p *Processor) setUpcomingLocked(ctx context.Context, id string, template *cloudprovider.NodeInfo) {
 	if template == nil {
 		p.set.SetUpcoming(id, 0, nil)
 		delete(p.known, id)
+		delete(p.devices.templates, id)
 		return
 	}
-	p.set.SetUpcoming(id, p.upcoming[id]+p.planned[id], template.Node)
+	p.set.SetUpcoming(id, p.upcoming[id]+p.planned[id], p.devices.template(ctx, id, template))
 	p.known[id] = true
+}
+
+// countedTemplate is template with the devices of the group's template
+// ResourceSlices in capacity, when template is the loop's template of group.
+func (p *Processor) countedTemplate(ctx context.Context, lc *processors.LoopContext, id string, template *corev1.Node) *corev1.Node {
+	if info := lc.Templates[id]; info != nil && info.Node == template {
+		return p.devices.template(ctx, id, info)
+	}
+	return template
 }
 
 // Headroom is how many of wanted new nodes of group every matching quota allows,
 // with CA's reason text for each quota that binds.
 func (p *Processor) Headroom(ctx context.Context, lc *processors.LoopContext, group cloudprovider.NodeGroup, template *corev1.Node, wanted int) (int, []processors.Reason) {
 	p.mu.Lock()
-	allowed, exceeded := p.set.AllowedDeltaFor(group.Id(), template, wanted)
+	allowed, exceeded := p.set.AllowedDeltaFor(group.Id(), p.countedTemplate(ctx, lc, group.Id(), template), wanted)
 	p.known[group.Id()] = true
 	p.mu.Unlock()
 	if allowed >= wanted {
@@ -241,11 +260,11 @@ func (p *Processor) Headroom(ctx context.Context, lc *processors.LoopContext, gr
 
 // Planned counts nodes decided in this loop as upcoming, so the next group
 // checked in the loop sees them.
-func (p *Processor) Planned(_ context.Context, lc *processors.LoopContext, group cloudprovider.NodeGroup, _ *corev1.Node, count int) {
+func (p *Processor) Planned(ctx context.Context, lc *processors.LoopContext, group cloudprovider.NodeGroup, _ *corev1.Node, count int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.planned[group.Id()] += count
-	p.setUpcomingLocked(group.Id(), lc.Templates[group.Id()])
+	p.setUpcomingLocked(ctx, group.Id(), lc.Templates[group.Id()])
 }
 
 // eventOnQuota tells the quota's readers, at most once per EventInterval per
@@ -277,7 +296,9 @@ func (p *Processor) Statuses() []Status {
 		if obj == nil {
 			continue // the cluster-wide quota has no object
 		}
-		out = append(out, Status{Object: obj, Quota: s})
+		st := Status{Object: obj, Quota: s}
+		st.DeviceClassMissing, st.DeviceNotes = p.devices.deviceNotes(obj)
+		out = append(out, st)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Object.Name < out[j].Object.Name })
 	return out
@@ -287,6 +308,11 @@ func (p *Processor) Statuses() []Status {
 type Status struct {
 	Object *autoscalingv1beta1.CapacityQuota
 	Quota  capacity.QuotaStatus
+	// DeviceNotes say why a device-class limit counts fewer devices than its
+	// class's nodes publish (deviceNotes); DeviceClassMissing when one names
+	// a class the cluster does not have.
+	DeviceClassMissing bool
+	DeviceNotes        []string
 }
 
 // ListerFrom adapts an informer store of typed CapacityQuotas.

@@ -85,7 +85,7 @@ func TestUpcomingAndPlannedCount(t *testing.T) {
 	if len(statuses) != 1 {
 		t.Fatalf("statuses = %+v", statuses)
 	}
-	got := desiredStatus(statuses[0].Object, statuses[0].Quota)
+	got := desiredStatus(statuses[0].Object, statuses[0].Quota, statuses[0].DeviceClassMissing, statuses[0].DeviceNotes)
 	if cpu := got.Used.Resources["cpu"]; cpu.String() != "2" {
 		t.Errorf("status.used cpu = %s, want 2 (registered nodes only)", cpu.String())
 	}
@@ -171,7 +171,7 @@ func TestInvalidQuotaIsReportedAndNotEnforced(t *testing.T) {
 	if n, _ := p.Headroom(context.Background(), lc, group{id: "grp"}, template, 10); n != 10 {
 		t.Errorf("an invalid quota capped the scale-up to %d", n)
 	}
-	got := desiredStatus(quota, p.Statuses()[0].Quota)
+	got := desiredStatus(quota, p.Statuses()[0].Quota, false, nil)
 	if c := got.Conditions[0]; c.Status != metav1.ConditionFalse || c.Message != `selector must not use label key "node.kubernetes.io/instance-type"` || got.Used != nil {
 		t.Errorf("status %+v", got)
 	}

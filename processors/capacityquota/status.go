@@ -3,7 +3,9 @@ package capacityquota
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -15,6 +17,7 @@ import (
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	"github.com/quotascale/quotascale/quota/capacity"
+	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Resource is the CapacityQuota resource.
@@ -34,7 +37,7 @@ func (w *StatusWriter) Write(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	var firstErr error
 	for _, s := range w.Processor.Statuses() {
-		desired := desiredStatus(s.Object, s.Quota)
+		desired := desiredStatus(s.Object, s.Quota, s.DeviceClassMissing, s.DeviceNotes)
 		if apiequality.Semantic.DeepEqual(desired, s.Object.Status) {
 			continue
 		}
@@ -61,7 +64,7 @@ func (w *StatusWriter) Write(ctx context.Context) error {
 	return firstErr
 }
 
-func desiredStatus(obj *autoscalingv1beta1.CapacityQuota, s capacity.QuotaStatus) autoscalingv1beta1.CapacityQuotaStatus {
+func desiredStatus(obj *autoscalingv1beta1.CapacityQuota, s capacity.QuotaStatus, missing bool, notes []string) autoscalingv1beta1.CapacityQuotaStatus {
 	status := *obj.Status.DeepCopy()
 	status.ObservedGeneration = obj.Generation
 	cond := metav1.Condition{
@@ -73,9 +76,37 @@ func desiredStatus(obj *autoscalingv1beta1.CapacityQuota, s capacity.QuotaStatus
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, autoscalingv1beta1.InvalidReason, s.Message
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
+	setDeviceClassesCondition(&status, obj, missing, notes)
 	status.Used = nil
 	if s.Valid {
 		status.Used = &autoscalingv1beta1.CapacityQuotaUsage{Resources: capacity.FromCoreList(s.Used)}
 	}
 	return status
+}
+
+// setDeviceClassesCondition writes DeviceClassesCondition on a quota that
+// limits a device class, and removes it from one that no longer does.
+func setDeviceClassesCondition(status *autoscalingv1beta1.CapacityQuotaStatus, obj *autoscalingv1beta1.CapacityQuota, missing bool, notes []string) {
+	limitsDevices := false
+	for name := range obj.Spec.Limits.Resources {
+		if _, ok := resources.DeviceClassOf(corev1.ResourceName(name)); ok {
+			limitsDevices = true
+		}
+	}
+	if !limitsDevices {
+		meta.RemoveStatusCondition(&status.Conditions, autoscalingv1beta1.DeviceClassesCondition)
+		return
+	}
+	cond := metav1.Condition{
+		Type: autoscalingv1beta1.DeviceClassesCondition, Status: metav1.ConditionTrue,
+		Reason: autoscalingv1beta1.DeviceClassesCountedReason, Message: "every device class the limits name is found and counted",
+		ObservedGeneration: obj.Generation,
+	}
+	if len(notes) > 0 {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, autoscalingv1beta1.DeviceSelectorFailedReason, strings.Join(notes, "; ")
+		if missing {
+			cond.Reason = autoscalingv1beta1.DeviceClassNotFoundReason
+		}
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
 }

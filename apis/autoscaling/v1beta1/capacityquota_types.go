@@ -26,6 +26,21 @@ const (
 	InvalidReason = "Invalid"
 	// ValidMessage is the message of a True ValidCondition.
 	ValidMessage = "CapacityQuota is valid"
+
+	// DeviceClassesCondition is Quotascale's, on quotas that limit a device
+	// class (<class>.deviceclass.resource.k8s.io/devices): True when every
+	// class they name exists and its selectors evaluate on every node's
+	// devices; False otherwise, with the reason and each limit's problem.
+	// Such a quota is valid and enforced either way.
+	DeviceClassesCondition = "quotascale.io/device-classes"
+	// DeviceClassesCountedReason: every class is found and evaluates.
+	DeviceClassesCountedReason = "Counted"
+	// DeviceClassNotFoundReason: a limit names a class the cluster does not
+	// have; it matches no device until the class is created.
+	DeviceClassNotFoundReason = "DeviceClassNotFound"
+	// DeviceSelectorFailedReason: a class's CEL selectors fail on some
+	// devices, which are then not counted.
+	DeviceSelectorFailedReason = "DeviceSelectorFailed"
 )
 
 // ResourceList maps resource names to quantities.
