@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -98,6 +99,7 @@ func startInvariantChecker(t *testing.T) *invariantChecker {
 		}
 		synced = append(synced, h.informer.HasSynced)
 	}
+	synced = append(synced, c.watchResourceSlices(t, body, factory))
 	// Preempted events are recorded past the body's end: the scheduler
 	// reports a preemption after it marked the victim.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -179,6 +181,30 @@ func (c *invariantChecker) nodeHandler() cache.ResourceEventHandler {
 			}
 		},
 	}
+}
+
+// watchResourceSlices feeds the oracle the ResourceSlices, whose devices
+// count against the device-class limits of CapacityQuotas; the factory is
+// still to be started.
+func (c *invariantChecker) watchResourceSlices(t *testing.T, body context.Context, factory informers.SharedInformerFactory) cache.InformerSynced {
+	set := func(obj any) {
+		if s, ok := obj.(*resourcev1.ResourceSlice); ok {
+			c.SetResourceSlice(s)
+		}
+	}
+	informer := factory.Resource().V1().ResourceSlices().Informer()
+	if _, err := informer.AddEventHandler(whileRunning{body, cache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if s, ok := finalState(obj).(*resourcev1.ResourceSlice); ok {
+				c.DeleteResourceSlice(s.Name)
+			}
+		},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return informer.HasSynced
 }
 
 // podHandler feeds the oracle the pods.

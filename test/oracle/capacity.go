@@ -79,10 +79,14 @@ func counts(node *corev1.Node) bool {
 }
 
 // nodeAmount is what one node counts on one resource: its capacity rounded up
-// to a whole unit (whole cores for cpu, bytes for memory), or 1 for "nodes".
-func nodeAmount(node *corev1.Node, name corev1.ResourceName) resource.Quantity {
+// to a whole unit (whole cores for cpu, bytes for memory), 1 for "nodes", or
+// for a device class its devices (deviceAmountLocked).
+func (o *Oracle) nodeAmountLocked(node *corev1.Node, name corev1.ResourceName) resource.Quantity {
 	if name == corev1.ResourceName(autoscalingv1beta1.ResourceNodes) {
 		return *resource.NewQuantity(1, resource.DecimalSI)
+	}
+	if class, ok := deviceClassOf(name); ok {
+		return o.deviceAmountLocked(node, class)
 	}
 	capacity, ok := node.Status.Capacity[name]
 	if !ok {
@@ -112,7 +116,7 @@ func (o *Oracle) checkQuotasLocked(cause string) {
 			}
 			selected++
 			for r, sum := range used {
-				sum.Add(nodeAmount(node, r))
+				sum.Add(o.nodeAmountLocked(node, r))
 			}
 		}
 		for _, r := range sortedKeys(q.limits) {

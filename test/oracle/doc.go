@@ -33,6 +33,13 @@
 //     in bytes, any other resource under its own name rounded up to a whole
 //     unit, and "nodes" one per node. Nodes labelled type=virtual-kubelet
 //     count toward nothing, as in the upstream autoscaler's quota tracker.
+//   - A device class's devices (core ResourceQuota's name
+//     <class>.deviceclass.resource.k8s.io/devices) on a node are the devices
+//     of its node-local ResourceSlices, each pool in its newest generation,
+//     whose driver some claim's allocation result shows serving the class.
+//     The oracle evaluates no CEL selector: it learns which driver serves a
+//     class from what the scheduler allocated, exact for classes that select
+//     by driver; a class nothing was allocated from yet counts no device.
 //   - A CapacityQuota is valid when its selector converts with
 //     metav1.LabelSelectorAsSelector and names no instance-type label key,
 //     and every limit is a non-negative whole number. A missing selector

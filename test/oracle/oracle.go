@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
@@ -48,6 +49,10 @@ type Oracle struct {
 	pending  bool
 	deferred []types.UID
 
+	// slices are the ResourceSlices by name, whose devices count against
+	// device-class limits of CapacityQuotas.
+	slices map[string]*resourcev1.ResourceSlice
+
 	violations []string
 	seen       map[string]bool // violations already recorded, for moments that repeat
 	belowMin   []belowMinEviction
@@ -74,6 +79,7 @@ func New() *Oracle {
 		seenPods:          map[types.UID]seenPod{},
 		trees:             map[string]*treeObject{},
 		seen:              map[string]bool{},
+		slices:            map[string]*resourcev1.ResourceSlice{},
 	}
 }
 

@@ -57,6 +57,9 @@ func (o *Oracle) SetResourceClaim(claim *resourcev1.ResourceClaim) {
 	if claim.Status.Allocation == nil || (before != nil && before.Status.Allocation != nil) {
 		return
 	}
+	// The allocation tells which driver serves the claim's classes, so the
+	// nodes' devices of those classes count from now on.
+	o.checkQuotasLocked("ResourceClaim " + key + " allocated")
 	for _, st := range o.pods {
 		if st.counted && slices.Contains(podClaimKeys(st.pod), key) {
 			o.judgeAdmissionLocked(st, sortedKeys(o.claimDevicesLocked(claim)), "bound (its claim "+key+" allocated)")
@@ -111,15 +114,7 @@ func (o *Oracle) claimDevicesLocked(claim *resourcev1.ResourceClaim) corev1.Reso
 	if claim.Status.Allocation == nil {
 		return nil
 	}
-	classOf := map[string]string{}
-	for _, r := range claim.Spec.Devices.Requests {
-		if r.Exactly != nil {
-			classOf[r.Name] = r.Exactly.DeviceClassName
-		}
-		for _, sub := range r.FirstAvailable {
-			classOf[r.Name+"/"+sub.Name] = sub.DeviceClassName
-		}
-	}
+	classOf := requestClasses(claim)
 	out := corev1.ResourceList{}
 	for _, result := range claim.Status.Allocation.Devices.Results {
 		class, ok := classOf[result.Request]
@@ -236,4 +231,19 @@ func addQuantity(into corev1.ResourceList, name corev1.ResourceName, q resource.
 	sum := into[name]
 	sum.Add(q)
 	into[name] = sum
+}
+
+// requestClasses maps each request of claim, and each subrequest as
+// "request/subrequest", to the device class it asks for.
+func requestClasses(claim *resourcev1.ResourceClaim) map[string]string {
+	classOf := map[string]string{}
+	for _, r := range claim.Spec.Devices.Requests {
+		if r.Exactly != nil {
+			classOf[r.Name] = r.Exactly.DeviceClassName
+		}
+		for _, sub := range r.FirstAvailable {
+			classOf[r.Name+"/"+sub.Name] = sub.DeviceClassName
+		}
+	}
+	return classOf
 }
