@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -357,5 +358,82 @@ func BenchmarkAllowedDelta(b *testing.B) {
 	for b.Loop() {
 		set.AllowedDelta(f.templates[g%len(f.templates)], benchWanted)
 		g++
+	}
+}
+
+// benchDevices is the device class of the fleet's device nodes, and
+// benchExtended the extended resource name the class serves.
+const (
+	benchDevices  corev1.ResourceName = "gpu.example.com.deviceclass.resource.k8s.io/devices"
+	benchExtended corev1.ResourceName = "example.com/gpu"
+)
+
+// withDevices is f with DRA devices on a fifth of its groups: their nodes
+// and templates publish 8 devices of one class, which also serves an
+// extended resource, and the cluster-wide, zone, family and compute-class
+// quotas limit both. Capacity holds the devices as pkg/devices.WithDevices
+// puts them there for the set.
+func withDevices(f *fleet) *fleet {
+	out := &fleet{size: f.size, groups: f.groups}
+	perGroup := len(f.nodes) / len(f.groups)
+	devices := func(n *corev1.Node, g int) *corev1.Node {
+		if g%5 != 0 {
+			return n
+		}
+		n = n.DeepCopy()
+		n.Status.Capacity[benchDevices] = coreList("x", "8")["x"]
+		n.Status.Capacity[benchExtended] = coreList("x", "8")["x"]
+		return n
+	}
+	for i, n := range f.nodes {
+		out.nodes = append(out.nodes, devices(n, i/perGroup))
+	}
+	for g := range f.groups {
+		out.templates = append(out.templates, devices(f.templates[g], g))
+		out.extras = append(out.extras, devices(f.extras[g], g))
+		for i := range out.rebuilt {
+			out.rebuilt[i] = append(out.rebuilt[i], devices(f.rebuilt[i][g], g))
+		}
+	}
+	for _, q := range f.quotas {
+		q = q.DeepCopy()
+		for _, prefix := range []string{ClusterWideName, "zone-", "family-", "class-"} {
+			if strings.HasPrefix(q.Name, prefix) {
+				q.Spec.Limits.Resources[autoscalingv1beta1.ResourceName(benchDevices)] = coreList("x", "2000")["x"]
+				q.Spec.Limits.Resources[autoscalingv1beta1.ResourceName(benchExtended)] = coreList("x", "2000")["x"]
+			}
+		}
+		out.quotas = append(out.quotas, q)
+	}
+	return out
+}
+
+// BenchmarkCapacityCheckDevices is BenchmarkCapacityCheck's loops at 5,000
+// nodes without devices and with devices on a fifth of the nodes: devices are
+// two more dimensions of some quotas, so the check should cost about the
+// same (issue 28 allows at most twice).
+func BenchmarkCapacityCheckDevices(b *testing.B) {
+	plain := fleetOf("ours", fleetSizes[2])
+	for _, tc := range []struct {
+		name string
+		f    *fleet
+	}{{"devices=none", plain}, {"devices=fifth", withDevices(plain)}} {
+		ks := make([]int, len(tc.f.groups))
+		for _, variant := range []struct {
+			name string
+			loop func(c *churn, set *Set, ks []int)
+		}{
+			{"check=indexed", (*churn).fullCheck},
+			{"check=incremental/templates=new", (*churn).processorCheck},
+		} {
+			b.Run(tc.name+"/"+variant.name, func(b *testing.B) {
+				c := newChurn(tc.f, 10)
+				set := c.newSet()
+				b.ReportAllocs()
+				for b.Loop() {
+					variant.loop(c, set, ks)
+				}
+			})
+		}
 	}
 }
