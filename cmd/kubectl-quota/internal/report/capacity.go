@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -14,6 +15,7 @@ import (
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
 	"github.com/quotascale/quotascale/quota/capacity"
+	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Capacity reports every CapacityQuota with what the autoscaler counts against
@@ -27,8 +29,26 @@ func Capacity(s Snapshot) CapacityReport {
 	out.Notes = append(out.Notes, upcomingNotes(s, unknown)...)
 	for _, q := range sortedQuotas(s.Quotas) {
 		out.Quotas = append(out.Quotas, quotaView(q, set, groups, s.NodesListed, s.Autoscaler != nil))
+		out.Notes = append(out.Notes, deviceNotes(q)...)
 	}
 	return out
+}
+
+// deviceNotes say where a quota's device counts come from, and what its
+// device-classes condition reports (a limit matching no device because its
+// class does not exist, or a class whose selectors fail).
+func deviceNotes(q *autoscalingv1beta1.CapacityQuota) []string {
+	var notes []string
+	for _, name := range sortedNames(capacity.ToCoreList(q.Spec.Limits.Resources)) {
+		if _, ok := resources.DeviceClassOf(name); ok {
+			notes = append(notes, fmt.Sprintf("CapacityQuota %s: device counts are status.used, as the autoscaler last wrote it (kubectl-quota does not evaluate DeviceClass selectors); upcoming devices are unknown", q.Name))
+			break
+		}
+	}
+	if c := meta.FindStatusCondition(q.Status.Conditions, autoscalingv1beta1.DeviceClassesCondition); c != nil && c.Status == metav1.ConditionFalse {
+		notes = append(notes, fmt.Sprintf("CapacityQuota %s: %s", q.Name, c.Message))
+	}
+	return notes
 }
 
 func sortedQuotas(quotas []*autoscalingv1beta1.CapacityQuota) []*autoscalingv1beta1.CapacityQuota {
@@ -67,6 +87,12 @@ func quotaView(q *autoscalingv1beta1.CapacityQuota, set *capacity.Set, groups []
 	}
 	limits := capacity.ToCoreList(q.Spec.Limits.Resources)
 	for _, name := range sortedNames(limits) {
+		used, upcoming := used, upcoming
+		if _, isDevice := resources.DeviceClassOf(name); isDevice {
+			// Nodes' capacity holds no devices: the autoscaler counts them
+			// from ResourceSlices with CEL, which kubectl-quota does not link.
+			used, upcoming = statusUsed(q), nil
+		}
 		r := QuotaResource{Resource: string(name), Limit: quantityOr(limits, name, "0"), Used: quantityOr(used, name, "0")}
 		if upcoming != nil && upcomingKnown {
 			r.Upcoming = quantityOr(upcoming, name, "0")

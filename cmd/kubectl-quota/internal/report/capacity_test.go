@@ -118,3 +118,34 @@ func TestNodeGroupsTemplateAndUpcoming(t *testing.T) {
 		t.Errorf("groups without an autoscaler status: %v", groups)
 	}
 }
+
+// TestCapacityReportDevices: device counts come from status.used, which the
+// autoscaler computes from ResourceSlices, and a limit on a class that does
+// not exist is reported as matching no device.
+func TestCapacityReportDevices(t *testing.T) {
+	const gpus, absent = "gpu.example.com.deviceclass.resource.k8s.io/devices", "absent.example.com.deviceclass.resource.k8s.io/devices"
+	q := &autoscalingv1beta1.CapacityQuota{ObjectMeta: metav1.ObjectMeta{Name: "gpus"},
+		Spec: autoscalingv1beta1.CapacityQuotaSpec{Limits: autoscalingv1beta1.CapacityQuotaLimits{Resources: autoscalingv1beta1.ResourceList{
+			gpus: list("x", "4")["x"], absent: list("x", "2")["x"], "nodes": list("x", "10")["x"],
+		}}}}
+	q.Status.Used = &autoscalingv1beta1.CapacityQuotaUsage{Resources: autoscalingv1beta1.ResourceList{gpus: list("x", "3")["x"], absent: list("x", "0")["x"], "nodes": list("x", "7")["x"]}}
+	message := absent + ` matches no device: no DeviceClass "absent.example.com"`
+	q.Status.Conditions = []metav1.Condition{{Type: autoscalingv1beta1.DeviceClassesCondition, Status: metav1.ConditionFalse, Reason: autoscalingv1beta1.DeviceClassNotFoundReason, Message: message}}
+	r := Capacity(Snapshot{Now: now, Nodes: seedNodes(2), NodesListed: true, Quotas: quotasOf(q)})
+	want := []QuotaResource{
+		{Resource: absent, Used: "0", Limit: "2", Headroom: "2"},
+		{Resource: gpus, Used: "3", Limit: "4", Headroom: "1"},
+		{Resource: "nodes", Used: "2", Limit: "10", Headroom: "8"},
+	}
+	if diff := cmp.Diff(want, r.Quotas[0].Resources); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+	wantNotes := []string{
+		"upcoming nodes are unknown without the autoscaler's status",
+		"CapacityQuota gpus: device counts are status.used, as the autoscaler last wrote it (kubectl-quota does not evaluate DeviceClass selectors); upcoming devices are unknown",
+		"CapacityQuota gpus: " + message,
+	}
+	if diff := cmp.Diff(wantNotes, r.Notes); diff != "" {
+		t.Errorf("notes (-want +got):\n%s", diff)
+	}
+}
