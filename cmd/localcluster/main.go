@@ -82,14 +82,31 @@ func run() error {
 			env.ClusterAPINamespace = localcluster.LocalUpClusterAPINamespace
 		}
 	}
+	var rec *recording
+	if fl.recordMetrics != "" {
+		if rec, err = startRecording(ctx, env.Autoscaler, fl.recordMetrics, fl.recordInterval); err != nil {
+			return err
+		}
+	}
 	if fl.demo {
 		if err := demo.Run(ctx, env, os.Stdout); err != nil {
 			return err
+		}
+		// A demo's recording ends a few scrapes after its scenarios, so
+		// that it shows where they settle.
+		if rec != nil {
+			if err := rec.finish(ctx, recordTailScrapes*fl.recordInterval); err != nil {
+				return err
+			}
+			rec = nil
 		}
 	}
 	printUsage(cluster, env, logPath)
 	<-ctx.Done()
 	fmt.Println("\nStopping...")
+	if rec != nil {
+		return rec.finish(ctx, 0)
+	}
 	return nil
 }
 
@@ -100,6 +117,8 @@ type localFlags struct {
 	demo, capi, autoscaler          bool
 	nodeGroups, logFile             string
 	scan                            time.Duration
+	recordMetrics                   string
+	recordInterval                  time.Duration
 }
 
 // parseFlags parses localcluster's flags, with --demo's defaults for those
@@ -115,6 +134,8 @@ func parseFlags() (*localFlags, error) {
 	flag.BoolVar(&fl.capi, "cluster-api", false, "run Cluster API's controllers with localcluster's kwok infrastructure provider; the node groups become MachineDeployments and the autoscaler uses --cloud-provider=clusterapi (default with --demo)")
 	flag.DurationVar(&fl.scan, "scan-interval", 2*time.Second, "the autoscaler's --scan-interval")
 	flag.StringVar(&fl.logFile, "log-file", "", "file for the control plane's logs (default: localcluster.log next to the kubeconfig)")
+	flag.StringVar(&fl.recordMetrics, "record-metrics", "", "scrape the in-process autoscaler and scheduler every --record-metrics-interval and write their counters and gauges, with timestamps, in Prometheus' text format to this file (gzip if it ends in .gz) six scrapes after the demo's scenarios end, or at Ctrl-C without --demo; hack/dashboardplot draws the dashboard from it")
+	flag.DurationVar(&fl.recordInterval, "record-metrics-interval", 5*time.Second, "scrape interval of --record-metrics")
 	flag.BoolVar(&fl.autoscaler, "autoscaler", true, "run the cluster autoscaler in this process; false starts only the node groups (the example ones unless --node-group-config) and prints the command line that runs the cluster-autoscaler binary against them")
 	flag.Usage = usage
 	flag.Parse()

@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/quotascale/quotascale/localcluster"
+	"github.com/quotascale/quotascale/localcluster/scrape"
 )
 
 // dashboardScrape is the scrape the dashboard's test checks its expressions
@@ -70,7 +70,10 @@ func TestDashboardScrape(t *testing.T) {
 	}
 	a.loop(t, ctx)
 
-	live := scrapeBoth(t, a.Autoscaler.Metrics.Registry.Gather)
+	live, err := scrape.Quotascale(a.Autoscaler.Metrics.Registry)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if os.Getenv("QUOTASCALE_RECORD_SCRAPE") == "1" {
 		writeScrape(t, dashboardScrape, live)
 	}
@@ -79,33 +82,6 @@ func TestDashboardScrape(t *testing.T) {
 		t.Errorf("the recorded scrape has series and labels the binaries no longer export (re-record with QUOTASCALE_RECORD_SCRAPE=1 and fix the dashboard):\n%s",
 			strings.Join(missing, "\n"))
 	}
-}
-
-// scrapeBoth gathers the autoscaler's registry and, from the process-wide
-// registry the in-process kube-scheduler serves, its ElasticQuotaTree families.
-func scrapeBoth(t *testing.T, autoscaler func() ([]*dto.MetricFamily, error)) []*dto.MetricFamily {
-	t.Helper()
-	ca, err := autoscaler()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sched, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*dto.MetricFamily
-	for _, f := range ca {
-		if strings.HasPrefix(f.GetName(), "cluster_autoscaler_") || strings.HasPrefix(f.GetName(), "quotascale_") {
-			out = append(out, f)
-		}
-	}
-	for _, f := range sched {
-		if strings.HasPrefix(f.GetName(), "quotascale_elastic_quota_") {
-			out = append(out, f)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].GetName() < out[j].GetName() })
-	return out
 }
 
 func writeScrape(t *testing.T, path string, families []*dto.MetricFamily) {
