@@ -1,4 +1,4 @@
-// Package dashboard tests the Grafana dashboard the chart ships
+// The tests of the Grafana dashboard the chart ships
 // (charts/quotascale/files/dashboard.json): every PromQL expression in it
 // parses with Prometheus' own parser, and every metric and label it names is
 // one the binaries export, as a scrape of both taken during an e2e run
@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
@@ -76,77 +77,29 @@ func loadScrape(t *testing.T, path string) series {
 	return out
 }
 
-// dashboard is the part of Grafana's dashboard model the checks read.
-type dashboard struct {
-	Panels     []panel `json:"panels"`
-	Templating struct {
-		List []struct {
-			Name       string `json:"name"`
-			Type       string `json:"type"`
-			Definition string `json:"definition"`
-		} `json:"list"`
-	} `json:"templating"`
-	Links []link `json:"links"`
-}
-
-type panel struct {
-	Title   string  `json:"title"`
-	Type    string  `json:"type"`
-	Panels  []panel `json:"panels"`
-	Links   []link  `json:"links"`
-	Targets []struct {
-		Expr         string `json:"expr"`
-		LegendFormat string `json:"legendFormat"`
-	} `json:"targets"`
-}
-
-type link struct {
-	URL string `json:"url"`
-}
-
-func loadDashboard(t *testing.T, data []byte) dashboard {
+func loadDashboard(t *testing.T, data []byte) Dashboard {
 	t.Helper()
-	var d dashboard
-	if err := json.Unmarshal(data, &d); err != nil {
+	d, err := Parse(data)
+	if err != nil {
 		t.Fatalf("%s: %v", dashboardFile, err)
 	}
 	return d
 }
 
-func (d dashboard) allPanels() []panel {
-	var out []panel
-	var walk func([]panel)
-	walk = func(ps []panel) {
-		for _, p := range ps {
-			out = append(out, p)
-			walk(p.Panels)
-		}
-	}
-	walk(d.Panels)
-	return out
-}
+// checkRateInterval stands for $__rate_interval: any range parses alike.
+const checkRateInterval = 5 * time.Minute
 
-// grafanaVars are the dashboard's variables as Grafana substitutes them: a
-// range for $__rate_interval, a regexp for a multi-value variable.
-var grafanaVars = strings.NewReplacer(
-	"$__rate_interval", "5m",
-	"${capacity_quota}", ".*", "$capacity_quota", ".*",
-	"${quota_node}", ".*", "$quota_node", ".*",
-)
-
-var (
-	legendLabel = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
-	labelValues = regexp.MustCompile(`^label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)$`)
-)
+var labelValues = regexp.MustCompile(`^label_values\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)$`)
 
 // check returns every way the dashboard names something the scrape does not
 // have, or an expression Prometheus does not parse.
-func check(d dashboard, exported series) []string {
+func check(d Dashboard, exported series) []string {
 	var problems []string
 	p := parser.NewParser(parser.Options{})
-	for _, pn := range d.allPanels() {
+	all := d.AllSelected()
+	for _, pn := range d.AllPanels() {
 		for _, target := range pn.Targets {
-			expr, err := p.ParseExpr(grafanaVars.Replace(target.Expr))
+			expr, err := p.ParseExpr(Expand(target.Expr, all, checkRateInterval))
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("%q: %s: %v", pn.Title, target.Expr, err))
 				continue
@@ -155,9 +108,9 @@ func check(d dashboard, exported series) []string {
 			for _, msg := range exprProblems {
 				problems = append(problems, fmt.Sprintf("%q: %s", pn.Title, msg))
 			}
-			for _, m := range legendLabel.FindAllStringSubmatch(target.LegendFormat, -1) {
-				if !available[m[1]] {
-					problems = append(problems, fmt.Sprintf("%q: legend names label %q that no series of %s has", pn.Title, m[1], target.Expr))
+			for _, l := range LegendLabels(target.LegendFormat) {
+				if !available[l] {
+					problems = append(problems, fmt.Sprintf("%q: legend names label %q that no series of %s has", pn.Title, l, target.Expr))
 				}
 			}
 		}
@@ -238,7 +191,7 @@ func TestDashboardNamesExportedSeries(t *testing.T) {
 		t.Error(p)
 	}
 	var exprs int
-	for _, p := range d.allPanels() {
+	for _, p := range d.AllPanels() {
 		exprs += len(p.Targets)
 	}
 	if exprs < 10 {
@@ -264,7 +217,7 @@ func TestCheckCatchesUnexported(t *testing.T) {
 		{`quotascale_capacity_quota_used`, "{{quota_node}}", []string{`"p": legend names label "quota_node" that no series of quotascale_capacity_quota_used has`}},
 		{`quotascale_capacity_quota_used{`, "", []string{`"p": quotascale_capacity_quota_used{: 1:32: parse error: unexpected end of input inside braces`}},
 	} {
-		var d dashboard
+		var d Dashboard
 		raw := fmt.Sprintf(`{"panels":[{"title":"r","type":"row","panels":[{"title":"p","targets":[{"expr":%q,"legendFormat":%q}]}]}]}`, tc.expr, tc.legend)
 		if err := json.Unmarshal([]byte(raw), &d); err != nil {
 			t.Fatal(err)
@@ -284,7 +237,7 @@ func TestDashboardLinksRunbooks(t *testing.T) {
 	}
 	d := loadDashboard(t, data)
 	linked := map[string]bool{}
-	for _, p := range d.allPanels() {
+	for _, p := range d.AllPanels() {
 		for _, l := range p.Links {
 			path, ok := strings.CutPrefix(l.URL, runbookPrefix)
 			if !ok {
