@@ -3,6 +3,8 @@
 // parses with Prometheus' own parser, and every metric and label it names is
 // one the binaries export, as a scrape of both taken during an e2e run
 // (testdata/scrape.prom, recorded by test/e2e's TestDashboardScrape) shows.
+// (Not the package's doc comment: dashboard.go has that.)
+
 package dashboard
 
 import (
