@@ -114,6 +114,9 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := startControllers(background, c.Config); err != nil {
 		return nil, err
 	}
+	if err := startDRA(background, c.Config); err != nil {
+		return nil, err
+	}
 	if err := startKwok(background, c.KubeconfigPath, logs); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/quotascale/quotascale/cloudprovider/kwok"
 )
 
 // NodeSpec describes a kwok node.
@@ -21,6 +24,9 @@ type NodeSpec struct {
 	Capacity corev1.ResourceList
 	// Allocatable defaults to Capacity.
 	Allocatable corev1.ResourceList
+	// Devices are the node's DRA devices, which the kwok DRA driver publishes
+	// as ResourceSlices once the node exists.
+	Devices []kwok.DevicePoolConfig
 }
 
 // Node builds the Node object for spec, annotated for kwok.
@@ -48,11 +54,17 @@ func (spec NodeSpec) Node() *corev1.Node {
 	for k, v := range spec.Labels {
 		labels[k] = v
 	}
+	annotations := map[string]string{KwokNodeAnnotation: "fake"}
+	if len(spec.Devices) > 0 {
+		// CreateNode validates them; the driver ignores a wrong declaration.
+		devices, _ := json.Marshal(spec.Devices)
+		annotations[kwok.DevicesAnnotation] = string(devices)
+	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        spec.Name,
 			Labels:      labels,
-			Annotations: map[string]string{KwokNodeAnnotation: "fake"},
+			Annotations: annotations,
 		},
 		Spec: corev1.NodeSpec{Taints: spec.Taints},
 		Status: corev1.NodeStatus{
@@ -65,6 +77,9 @@ func (spec NodeSpec) Node() *corev1.Node {
 
 // CreateNode creates a kwok node and waits until it is Ready.
 func (c *Cluster) CreateNode(ctx context.Context, spec NodeSpec) (*corev1.Node, error) {
+	if _, err := kwok.DevicesAnnotationValue(spec.Devices); err != nil {
+		return nil, fmt.Errorf("node %s: %w", spec.Name, err)
+	}
 	node, err := c.Client.CoreV1().Nodes().Create(ctx, spec.Node(), metav1.CreateOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("creating node %s: %w", spec.Name, err)

@@ -41,6 +41,9 @@ type NodeGroupConfig struct {
 	ProvisioningDelay string `json:"provisioningDelay,omitempty"`
 	// Failures injects errors; see FailureConfig.
 	Failures *FailureConfig `json:"failures,omitempty"`
+	// Devices are the DRA devices on every node of the group, by driver; see
+	// DevicePoolConfig.
+	Devices []DevicePoolConfig `json:"devices,omitempty"`
 }
 
 // TaintConfig is a node taint.
@@ -128,6 +131,7 @@ type groupSpec struct {
 	allocatable corev1.ResourceList
 	delay       time.Duration
 	failures    *failureSpec
+	devices     []devicePool
 	// increaseSizeError is set even when instances do not fail.
 	increaseSizeError string
 }
@@ -206,6 +210,7 @@ func compileGroup(i int, g *NodeGroupConfig) (*groupSpec, []string) {
 	spec.labels = compileLabels(g.Labels, add)
 	spec.taints = compileTaints(g.Taints, add)
 	spec.capacity, spec.allocatable = compileResources(g, add)
+	spec.devices = compileDevices("devices", g.Devices, add)
 	if g.ProvisioningDelay != "" {
 		d, err := time.ParseDuration(g.ProvisioningDelay)
 		switch {

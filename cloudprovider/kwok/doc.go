@@ -26,6 +26,16 @@
 //	    message: no n2 left in the zone
 //	    failAfter: 3                      # fail once 3 instances run
 //	    increaseSizeError: "QUOTA_EXCEEDED" # IncreaseSize itself fails
+//	  devices:                            # DRA devices on every node, one pool per driver
+//	  - driver: gpu.example.com
+//	    count: 2                          # device-0, device-1; at most 128
+//	    attributes: {model: {string: a100}}
+//	    capacity: {memory: 40Gi}
+//
+// A node of a group with devices carries them in its DevicesAnnotation; a DRA
+// driver (localcluster runs one for kwok nodes) publishes them as
+// ResourceSlices (NodeResourceSlices), and the group's template node comes
+// with the same slices, so that the autoscaler simulates what registers.
 //
 // # State
 //

@@ -238,12 +238,18 @@ func (r instanceRecord) status() *cloudprovider.InstanceStatus {
 	}
 }
 
-// TemplateNodeInfo is a Ready node of the group's shape with no pods: the kwok
-// cloud runs no DaemonSets of its own.
+// TemplateNodeInfo is a Ready node of the group's shape with no pods (the
+// kwok cloud runs no DaemonSets of its own) and the ResourceSlices the kwok
+// DRA driver publishes for the devices its config declares.
 func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeInfo, error) {
 	spec, err := g.spec()
 	if err != nil {
 		return nil, err
 	}
-	return &cloudprovider.NodeInfo{Node: spec.templateNode()}, nil
+	node := spec.templateNode()
+	slices, err := NodeResourceSlices(node)
+	if err != nil {
+		return nil, fmt.Errorf("node group %s: %w", g.name, err)
+	}
+	return &cloudprovider.NodeInfo{Node: node, ResourceSlices: slices}, nil
 }

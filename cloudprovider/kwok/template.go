@@ -20,6 +20,10 @@ func (g *groupSpec) node(name, id string) *corev1.Node {
 	}
 	labels[corev1.LabelHostname] = name
 	labels[NodeGroupLabel] = g.name
+	annotations := map[string]string{NodeAnnotation: nodeAnnotationValue}
+	if devices := devicesAnnotation(g.devices); devices != "" {
+		annotations[DevicesAnnotation] = devices
+	}
 	var taints []corev1.Taint
 	if len(g.taints) > 0 {
 		taints = append([]corev1.Taint(nil), g.taints...)
@@ -28,7 +32,7 @@ func (g *groupSpec) node(name, id string) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        name,
 			Labels:      labels,
-			Annotations: map[string]string{NodeAnnotation: nodeAnnotationValue},
+			Annotations: annotations,
 		},
 		Spec: corev1.NodeSpec{ProviderID: id, Taints: taints},
 		Status: corev1.NodeStatus{
