@@ -23,6 +23,10 @@ const (
 	RuleInvalidNamespace      Rule = "InvalidNamespace"
 	RuleTooDeep               Rule = "TooDeep"
 	RuleInvalidResourceFlavor Rule = "InvalidResourceFlavor"
+	// RuleInvalidDeviceClass: a min or max named like a device class
+	// (<class>.deviceclass.resource.k8s.io/devices) whose class is not a
+	// valid DeviceClass name, so no device could ever count under it.
+	RuleInvalidDeviceClass Rule = "InvalidDeviceClass"
 )
 
 // Problem is one violated rule. Message is complete on its own (it names the

@@ -82,6 +82,7 @@ func validate(flat []flatNode) []Problem {
 		v.checkName(n)
 		v.checkDepth(n)
 		v.checkQuantities(n)
+		v.checkDeviceClassNames(n)
 		v.checkNamespacesAndFlavor(n)
 		v.checkChildrenMin(n)
 	}
@@ -122,6 +123,23 @@ func (v *validator) checkQuantities(n *flatNode) {
 		maxQ, limited := n.spec.Max[name]
 		if limited && maxQ.Sign() >= 0 && resources.Units(name, minQ) > resources.Units(name, maxQ) {
 			v.report(n, RuleMinExceedsMax, "min %s %s exceeds max %s %s", name, minQ.String(), name, maxQ.String())
+		}
+	}
+}
+
+// checkDeviceClassNames: a device class is limited like cpu, under core
+// ResourceQuota's name for it; one that names no possible class is a typo.
+func (v *validator) checkDeviceClassNames(n *flatNode) {
+	for _, side := range []struct {
+		label string
+		list  corev1.ResourceList
+	}{{"min", n.spec.Min}, {"max", n.spec.Max}} {
+		for _, name := range sortedNames(side.list) {
+			class, named := strings.CutSuffix(string(name), corev1.ResourceClaimsPerClass)
+			if _, valid := resources.DeviceClassOf(name); named && !valid {
+				v.report(n, RuleInvalidDeviceClass, "%s %s names device class %q, which is not a valid DeviceClass name (a lowercase DNS subdomain)",
+					side.label, name, class)
+			}
 		}
 	}
 }

@@ -73,6 +73,27 @@ func TestBuildRejects(t *testing.T) {
 				Message: `quota node "root": root min memory 0 differs from max memory 1Gi`}},
 		},
 		{
+			name: "a device class is held to min <= max like cpu",
+			break_: func(r *spec) {
+				r.Children[0].Min = list("cpu", "4", "gpu.example.com.deviceclass.resource.k8s.io/devices", "3")
+				r.Children[0].Max = list("cpu", "6", "gpu.example.com.deviceclass.resource.k8s.io/devices", "2")
+			},
+			want: []Problem{
+				{Node: "a", Rule: RuleMinExceedsMax, Message: `quota node "a": min gpu.example.com.deviceclass.resource.k8s.io/devices 3 exceeds max gpu.example.com.deviceclass.resource.k8s.io/devices 2`},
+				{Node: "root", Rule: RuleChildrenMinExceedMin, Message: `quota node "root": sum of children's min gpu.example.com.deviceclass.resource.k8s.io/devices 3 exceeds min gpu.example.com.deviceclass.resource.k8s.io/devices 0`},
+			},
+		},
+		{
+			name: "a device-class name whose class cannot exist",
+			break_: func(r *spec) {
+				r.Children[1].Max = list("cpu", "6", "GPU_A.deviceclass.resource.k8s.io/devices", "2", ".deviceclass.resource.k8s.io/devices", "1")
+			},
+			want: []Problem{
+				{Node: "b", Rule: RuleInvalidDeviceClass, Message: `quota node "b": max .deviceclass.resource.k8s.io/devices names device class "", which is not a valid DeviceClass name (a lowercase DNS subdomain)`},
+				{Node: "b", Rule: RuleInvalidDeviceClass, Message: `quota node "b": max GPU_A.deviceclass.resource.k8s.io/devices names device class "GPU_A", which is not a valid DeviceClass name (a lowercase DNS subdomain)`},
+			},
+		},
+		{
 			name:   "namespace in two leaves",
 			break_: func(r *spec) { r.Children[1].Namespaces = []string{"ns-b", "ns-a"} },
 			want: []Problem{{Rule: RuleNamespaceInManyNodes,
