@@ -42,7 +42,8 @@ func newQuotas(opts config.Options, c *clients, recorder record.EventRecorder, m
 	q := &quotas{capacity: capacity, informers: []cache.SharedIndexInformer{quotaInformer}}
 	if opts.ElasticQuotaEnabled {
 		treeInformer := typedinformer.New[schedulingv1beta1.ElasticQuotaTree](c.dynamic, elasticquota.Resource, 0)
-		q.trees = elasticquota.New(treeInformer.GetStore(), c.factory.Core().V1().Pods().Lister(), opts.ElasticQuotaSchedulerNames)
+		q.trees = elasticquota.New(treeInformer.GetStore(), c.factory.Core().V1().Pods().Lister(), opts.ElasticQuotaSchedulerNames).
+			WithClaims(c.factory.Resource().V1().ResourceClaims().Lister(), c.factory.Resource().V1().DeviceClasses().Lister())
 		q.informers = append(q.informers, treeInformer)
 	}
 	return q, nil

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -23,7 +24,6 @@ import (
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/processors"
 	"github.com/quotascale/quotascale/quota/elastic"
-	"github.com/quotascale/quotascale/quota/resources"
 )
 
 // Resource is the ElasticQuotaTree resource.
@@ -36,6 +36,10 @@ type Processor struct {
 	// enforcing are the schedulers that run the CapacityScheduling plugin:
 	// only their pods are held to the tree.
 	enforcing map[string]bool
+	// claimLister and classLister read pods' devices (WithClaims); nil
+	// when devices are not charged.
+	claimLister resourcelisters.ResourceClaimLister
+	classLister resourcelisters.DeviceClassLister
 
 	mu sync.Mutex
 	// tracker keeps the generation in force from one loop to the next, as
@@ -59,15 +63,15 @@ func New(trees cache.Store, pods corelisters.PodLister, schedulers []string) *Pr
 // Process keeps the pods their quota admits and refuses the rest, with CA-style
 // reasons and the numbers behind them.
 func (p *Processor) Process(ctx context.Context, _ *processors.LoopContext, pending []*corev1.Pod) ([]*corev1.Pod, []processors.RefusedPod, error) {
-	tree, nominated, err := p.liveTree(ctx)
-	if err != nil || tree == nil {
+	live, nominated, err := p.liveTree(ctx)
+	if err != nil || live == nil {
 		return pending, nil, err
 	}
-	scratch := tree.Scratch()
+	scratch := live.tree.Scratch()
 	// The pods a reclaim is making room for take their quota first: they are
 	// placed as soon as the victims are gone.
 	for _, pod := range nominated {
-		scratch.Add(pod.Namespace, resources.PodRequests(pod))
+		live.admit(scratch, pod)
 	}
 	// A pod of another scheduler is placed whatever the tree says: refusing it
 	// a node the stock scheduler would use helps nobody.
@@ -82,7 +86,7 @@ func (p *Processor) Process(ctx context.Context, _ *processors.LoopContext, pend
 	sort.SliceStable(ordered, func(i, j int) bool { return admissionOrder(ordered[i], ordered[j]) })
 	var refused []processors.RefusedPod
 	for _, pod := range ordered {
-		verdict := scratch.Add(pod.Namespace, resources.PodRequests(pod))
+		verdict := live.admit(scratch, pod)
 		if verdict.Admitted() {
 			kept = append(kept, pod)
 			continue
@@ -116,14 +120,17 @@ func admissionOrder(a, b *corev1.Pod) bool {
 }
 
 // liveTree is the tree in force, chosen as the scheduler chooses it, charged
-// with the pods bound right now; and the pending pods a reclaim nominated, from
-// the same pass over the pods.
-func (p *Processor) liveTree(ctx context.Context) (*elastic.Tree, []*corev1.Pod, error) {
+// with the pods bound right now (and their devices, with WithClaims); and the
+// pending pods a reclaim nominated, from the same pass over the pods.
+func (p *Processor) liveTree(ctx context.Context) (*pass, []*corev1.Pod, error) {
 	inForce := p.inForce(ctx)
 	if inForce.Tree == nil {
 		return nil, nil, nil
 	}
-	tree := inForce.Tree.Uncharged()
+	live, err := p.newPass(inForce.Tree.Uncharged())
+	if err != nil {
+		return nil, nil, err
+	}
 	pods, err := p.pods.List(labels.Everything())
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing pods: %w", err)
@@ -132,12 +139,12 @@ func (p *Processor) liveTree(ctx context.Context) (*elastic.Tree, []*corev1.Pod,
 	for _, pod := range pods {
 		switch {
 		case elastic.Charged(pod):
-			tree.AddPod(pod)
+			live.chargeBound(pod)
 		case pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "" && pod.DeletionTimestamp == nil:
 			nominated = append(nominated, pod)
 		}
 	}
-	return tree, nominated, nil
+	return live, nominated, nil
 }
 
 // TreeInForce is the generation in force with its tree charged with the pods
@@ -145,8 +152,11 @@ func (p *Processor) liveTree(ctx context.Context) (*elastic.Tree, []*corev1.Pod,
 // nominated. Tree is nil when no tree is in force.
 func (p *Processor) TreeInForce(ctx context.Context) (elastic.TreeInForce, error) {
 	inForce := p.inForce(ctx)
-	tree, _, err := p.liveTree(ctx)
-	inForce.Tree = tree
+	live, _, err := p.liveTree(ctx)
+	inForce.Tree = nil
+	if live != nil {
+		inForce.Tree = live.tree
+	}
 	return inForce, err
 }
 
