@@ -100,6 +100,7 @@ func startInvariantChecker(t *testing.T) *invariantChecker {
 		synced = append(synced, h.informer.HasSynced)
 	}
 	synced = append(synced, c.watchResourceSlices(t, body, factory))
+	synced = append(synced, c.watchClaimsAndClasses(t, body, factory)...)
 	// Preempted events are recorded past the body's end: the scheduler
 	// reports a preemption after it marked the victim.
 	ctx, cancel := context.WithCancel(context.Background())
