@@ -284,7 +284,12 @@ func (c *quotaCache) claimChanged(key string) {
 	if c.tree == nil {
 		return
 	}
+	// Copied first: charging a pod records it as the claim's user again.
+	users := make([]*corev1.Pod, 0, len(c.claims.users[key]))
 	for _, pod := range c.claims.users[key] {
+		users = append(users, pod)
+	}
+	for _, pod := range users {
 		c.chargePodLocked(c.tree, pod)
 		c.changed = true
 	}
