@@ -191,14 +191,16 @@ func (r *kwokMachineReconciler) provision(ctx context.Context, u *unstructured.U
 	node := kwokMachineNode(machine.Name, providerID, spec)
 	// kwok reports the kubelet version a node registered with.
 	node.Status.NodeInfo.KubeletVersion = machine.Spec.Version
-	if _, err := r.workload.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("registering the node of KwokMachine %s/%s: %w", u.GetNamespace(), u.GetName(), err)
-	}
+	// As a cloud's: the instance has its provider ID before its kubelet can
+	// register a node.
 	if err := unstructured.SetNestedField(u.Object, providerID, "spec", "providerID"); err != nil {
 		return err
 	}
 	if err := r.client.Update(ctx, u); err != nil {
 		return fmt.Errorf("setting the provider ID of KwokMachine %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+	}
+	if _, err := r.workload.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("registering the node of KwokMachine %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	status := kwokMachineStatus{Initialization: &machineInitialization{Provisioned: ptr.To(true)}}
 	meta.SetStatusCondition(&status.Conditions, metav1.Condition{Type: clusterv1.ReadyCondition, Status: metav1.ConditionTrue, Reason: "Provisioned"})

@@ -5,7 +5,9 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
 )
@@ -65,6 +67,50 @@ func instanceID(m *unstructured.Unstructured) string {
 		return id
 	}
 	return pendingIDPrefix + m.GetNamespace() + "/" + m.GetName()
+}
+
+// refGroup is the API group of an infrastructureRef: a v1beta2 contract
+// reference names it, a v1beta1 ObjectReference has it in its apiVersion.
+func refGroup(ref map[string]string) string {
+	if g := ref["apiGroup"]; g != "" {
+		return g
+	}
+	return schema.FromAPIVersionAndKind(ref["apiVersion"], ref["kind"]).Group
+}
+
+// withInfrastructureProviderID is m, or, while m has no provider ID and its
+// infrastructure machine has one, a copy of m with that provider ID. Cluster
+// API's Machine controller copies the provider ID over only after the
+// infrastructure machine is provisioned, and the node may register first.
+// Without this, that node would match none of the group's instances: the
+// node would count as registered while its machine still counted as an
+// unregistered instance, the same node twice in the group's upcoming nodes
+// and in every capacity limit's usage. An infrastructure kind the autoscaler
+// cannot read leaves the pending ID, as before.
+func (p *Provider) withInfrastructureProviderID(m *unstructured.Unstructured) *unstructured.Unstructured {
+	if id, _, _ := unstructured.NestedString(m.Object, "spec", "providerID"); id != "" || p.informers == nil {
+		return m
+	}
+	ref, found, _ := unstructured.NestedStringMap(m.Object, "spec", "infrastructureRef")
+	if !found || ref["kind"] == "" || ref["name"] == "" {
+		return m
+	}
+	infra, err := p.informers.template(refGroup(ref), ref["kind"], m.GetNamespace(), ref["name"], false)
+	if err != nil || infra == nil {
+		if err != nil {
+			klog.FromContext(p.ctx).V(5).Info("No provider ID from the infrastructure machine", "machine", klog.KObj(m), "reason", err.Error())
+		}
+		return m
+	}
+	id, _, _ := unstructured.NestedString(infra.Object, "spec", "providerID")
+	if id == "" {
+		return m
+	}
+	out := m.DeepCopy()
+	if err := unstructured.SetNestedField(out.Object, id, "spec", "providerID"); err != nil {
+		return m
+	}
+	return out
 }
 
 // parsePendingID inverts instanceID for machines without a provider ID.

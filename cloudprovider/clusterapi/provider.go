@@ -287,6 +287,7 @@ func (p *Provider) Refresh() error {
 		}
 	}
 	for _, m := range p.informers.list(kindMachine) {
+		m = p.withInfrastructureProviderID(m)
 		k := key(m)
 		snap.machines[k] = m
 		snap.byName[k.Name] = append(snap.byName[k.Name], k)

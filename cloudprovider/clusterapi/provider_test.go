@@ -37,18 +37,22 @@ func newFakeProvider(t *testing.T, objs ...runtime.Object) *Provider {
 	return newFakeProviderWith(t, Options{}, objs...)
 }
 
-// newFakeProviderWith runs the provider on a fake dynamic client holding
-// objs; opts.Client is set here.
-func newFakeProviderWith(t *testing.T, opts Options, objs ...runtime.Object) *Provider {
-	t.Helper()
-	listKinds := map[schema.GroupVersionResource]string{
+// fakeListKinds are the list kinds of the resources the provider watches.
+func fakeListKinds() map[schema.GroupVersionResource]string {
+	return map[schema.GroupVersionResource]string{
 		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machinedeployments"}: "MachineDeploymentList",
 		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machinesets"}:        "MachineSetList",
 		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machinepools"}:       "MachinePoolList",
 		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machines"}:           "MachineList",
 		infraTemplates: "KwokMachineTemplateList",
 	}
-	opts.Client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...)
+}
+
+// newFakeProviderWith runs the provider on a fake dynamic client holding
+// objs; opts.Client is set here.
+func newFakeProviderWith(t *testing.T, opts Options, objs ...runtime.Object) *Provider {
+	t.Helper()
+	opts.Client = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), fakeListKinds(), objs...)
 	_, ctx := ktesting.NewTestContext(t)
 	p, err := NewProvider(ctx, opts)
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
@@ -176,12 +175,8 @@ func (g *nodeGroup) infrastructureCapacity(wait bool) (corev1.ResourceList, core
 	if !found || ref["kind"] == "" || ref["name"] == "" || g.p.informers == nil {
 		return capacity, system
 	}
-	apiGroup := ref["apiGroup"]
-	if apiGroup == "" { // a v1beta1 ObjectReference
-		apiGroup = schema.FromAPIVersionAndKind(ref["apiVersion"], ref["kind"]).Group
-	}
 	logger := klog.FromContext(g.p.ctx).WithValues("nodeGroup", g.id)
-	template, err := g.p.informers.template(apiGroup, ref["kind"], g.namespace, ref["name"], wait)
+	template, err := g.p.informers.template(refGroup(ref), ref["kind"], g.namespace, ref["name"], wait)
 	if err != nil || template == nil {
 		if err != nil {
 			logger.V(4).Info("No capacity from the infrastructure machine template", "reason", err.Error())

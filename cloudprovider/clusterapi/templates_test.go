@@ -10,7 +10,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -47,14 +46,7 @@ func TestUnreadableTemplateKind(t *testing.T) {
 		a[CPUAnnotation], a[MemoryAnnotation] = "2", "8Gi"
 		objs = append(objs, withInfraRef(scalable("MachineDeployment", fmt.Sprintf("md-%d", i), a, 0)))
 	}
-	listKinds := map[schema.GroupVersionResource]string{
-		mdResource: "MachineDeploymentList",
-		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machinesets"}:  "MachineSetList",
-		{Group: APIGroup, Version: DefaultAPIVersion, Resource: "machinepools"}: "MachinePoolList",
-		machineResource: "MachineList",
-		infraTemplates:  "KwokMachineTemplateList",
-	}
-	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...)
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), fakeListKinds(), objs...)
 	client.PrependReactor("list", infraTemplates.Resource, func(clienttesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(infraTemplates.GroupResource(), "", fmt.Errorf("no RBAC rule"))
 	})
