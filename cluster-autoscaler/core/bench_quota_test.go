@@ -25,19 +25,16 @@ import (
 )
 
 // BenchmarkRunOnceWithQuotas is BenchmarkRunOnce with the CapacityQuota
-// processor checking every scale-up against 50 quotas, each over two groups,
-// with room for about one more node per group. quota-% is the share of the
-// loop spent in the processor (StartLoop, Headroom and Planned).
+// processor checking every scale-up against quotas each over two groups, with
+// room for about one more node per group: 50 quotas up to 1,000 nodes, then
+// one per two groups, so that every group stays under a quota. quota-% is the
+// share of the loop spent in the processor (StartLoop, Headroom and Planned).
 func BenchmarkRunOnceWithQuotas(b *testing.B) {
-	for _, size := range []struct{ nodes, podsPerNode, groups, pending, quotas int }{
-		{100, 30, 10, 50, 50},
-		{500, 30, 50, 250, 50},
-		{1000, 30, 100, 500, 50},
-	} {
-		name := fmt.Sprintf("nodes=%d/pods=%d/groups=%d/pending=%d/quotas=%d", size.nodes, size.nodes*size.podsPerNode, size.groups, size.pending, size.quotas)
-		b.Run(name, func(b *testing.B) {
+	for _, size := range loopSizes() {
+		quotas := max(50, size.groups/2)
+		b.Run(fmt.Sprintf("%v/quotas=%d", size, quotas), func(b *testing.B) {
 			f := newLoopFixture(size.nodes, size.podsPerNode, size.groups, size.pending)
-			limiter := &timedLimiter{inner: newQuotaProcessor(b, f, size.quotas)}
+			limiter := &timedLimiter{inner: newQuotaProcessor(b, f, quotas)}
 			a := newTestAutoscaler(b, f, limiter)
 			// Loop logs would interleave with the benchmark's result lines.
 			ctx := klog.NewContext(context.Background(), logr.Discard())
@@ -58,7 +55,9 @@ func BenchmarkRunOnceWithQuotas(b *testing.B) {
 			if limiter.limited == 0 {
 				b.Fatal("no quota limited a scale-up; the benchmark would not exercise the processor's refusals")
 			}
+			b.StopTimer()
 			b.ReportMetric(100*limiter.spent.Seconds()/loops.Seconds(), "quota-%")
+			reportLiveHeap(b, a, f)
 		})
 	}
 }

@@ -3,6 +3,8 @@ package core
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
 	"testing"
 	"time"
 
@@ -86,7 +88,7 @@ func newLoopFixture(nodes, podsPerNode, groups, pending int) *loopFixture {
 	}
 	for n := 0; n < nodes; n++ {
 		g := f.provider.groups[n%groups]
-		name := fmt.Sprintf("node-%04d", n)
+		name := fmt.Sprintf("node-%05d", n)
 		_ = nodeIdx.Add(node(name, g.id, g.template.Status.Capacity.Cpu().String(), "64Gi"))
 		g.instances = append(g.instances, cloudprovider.Instance{Id: "fake://" + g.id + "/" + name,
 			Status: &cloudprovider.InstanceStatus{State: cloudprovider.InstanceRunning}})
@@ -129,16 +131,35 @@ func newTestAutoscaler(tb testing.TB, f *loopFixture, limiters ...processors.Sca
 	})
 }
 
+// loopSize is one cluster size of the P3 benchmarks.
+type loopSize struct{ nodes, podsPerNode, groups, pending int }
+
+func (s loopSize) String() string {
+	return fmt.Sprintf("nodes=%d/pods=%d/groups=%d/pending=%d", s.nodes, s.nodes*s.podsPerNode, s.groups, s.pending)
+}
+
+// largeLoops says whether the P3 benchmarks also run at 5,000 and 15,000
+// nodes: BENCH_LARGE=1, as make bench-large sets. Building the 15,000-node
+// fixture alone takes tens of seconds and gigabytes.
+func largeLoops() bool { return os.Getenv("BENCH_LARGE") == "1" }
+
+// loopSizes are the P3 sizes, 30 pods a node, a group per 10 nodes and a
+// pending pod per 2 nodes up to 5,000 nodes; the largest size keeps 5,000
+// pending pods over 1,500 groups.
+func loopSizes() []loopSize {
+	sizes := []loopSize{{100, 30, 10, 50}, {500, 30, 50, 250}, {1000, 30, 100, 500}}
+	if largeLoops() {
+		sizes = append(sizes, loopSize{5000, 30, 500, 2500}, loopSize{15000, 30, 1500, 5000})
+	}
+	return sizes
+}
+
 // BenchmarkRunOnce is one full loop on a snapshot: refresh, accounting,
-// simulation of 500 pending pods against existing, upcoming and 100 template
+// simulation of the pending pods against existing, upcoming and template
 // nodes, estimation and the expander's choice.
 func BenchmarkRunOnce(b *testing.B) {
-	for _, size := range []struct{ nodes, podsPerNode, groups, pending int }{
-		{100, 30, 10, 50},
-		{500, 30, 50, 250},
-		{1000, 30, 100, 500},
-	} {
-		b.Run(fmt.Sprintf("nodes=%d/pods=%d/groups=%d/pending=%d", size.nodes, size.nodes*size.podsPerNode, size.groups, size.pending), func(b *testing.B) {
+	for _, size := range loopSizes() {
+		b.Run(size.String(), func(b *testing.B) {
 			benchLoops(b, newLoopFixture(size.nodes, size.podsPerNode, size.groups, size.pending))
 		})
 	}
@@ -161,6 +182,22 @@ func benchLoops(b *testing.B, f *loopFixture) {
 		resetTargets(f)
 		b.StartTimer()
 	}
+	b.StopTimer()
+	reportLiveHeap(b, a, f)
+}
+
+// reportLiveHeap reports the heap still in use after the loops, once
+// collected: the listers' nodes and pods (what the autoscaler's informers
+// hold) and whatever the autoscaler keeps from one loop to the next. With
+// B/op, what a loop allocates on top, it sizes the autoscaler's memory. keep
+// are the autoscaler and its fixture, which must still be live when the heap
+// is read.
+func reportLiveHeap(b *testing.B, keep ...any) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	b.ReportMetric(float64(m.HeapAlloc)/(1<<20), "live-MB")
+	runtime.KeepAlive(keep)
 }
 
 func resetTargets(f *loopFixture) {

@@ -13,6 +13,9 @@ import (
 // register, so every increase stays upcoming.
 type fakeProvider struct {
 	groups []*fakeGroup
+	// byID indexes groups, rebuilt when groups grow: a scan per node would
+	// make the large benchmarks measure the fake (nodes x groups).
+	byID map[string]*fakeGroup
 }
 
 func (p *fakeProvider) Name() string { return "fake" }
@@ -24,10 +27,14 @@ func (p *fakeProvider) NodeGroups() []cloudprovider.NodeGroup {
 	return out
 }
 func (p *fakeProvider) NodeGroupForNode(n *corev1.Node) (cloudprovider.NodeGroup, error) {
-	for _, g := range p.groups {
-		if n.Labels["group"] == g.id {
-			return g, nil
+	if len(p.byID) != len(p.groups) {
+		p.byID = make(map[string]*fakeGroup, len(p.groups))
+		for _, g := range p.groups {
+			p.byID[g.id] = g
 		}
+	}
+	if g, ok := p.byID[n.Labels["group"]]; ok {
+		return g, nil
 	}
 	return nil, nil
 }
