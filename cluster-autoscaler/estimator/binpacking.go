@@ -86,10 +86,15 @@ type packer struct {
 	limit    int
 	// deadline is when no new node may be added any more; zero is never.
 	deadline time.Time
-	// checks are the estimate's forks of the loop's checks; forked lists
-	// them, for each placement to reach.
-	checks map[*simulator.PodCheck]*simulator.PodCheck
-	forked []*simulator.PodCheck
+	// checks are the estimate's forks of the loop's checks, forked lists
+	// them; following are those a placement can change, for each placement
+	// to reach: telling every check of every placement would cost placements
+	// x pod groups for nothing. antiAffinity says whether a pod to place has
+	// required anti-affinity terms.
+	checks       map[*simulator.PodCheck]*simulator.PodCheck
+	forked       []*simulator.PodCheck
+	following    []*simulator.PodCheck
+	antiAffinity bool
 	// New nodes are at positions first.. of the snapshot; used counts those
 	// holding a pod. Only the last can be empty (its pod did not fit after all,
 	// as with a zonal spread constraint); it stays for the next pod rather than
@@ -112,9 +117,16 @@ func newPacker(snapshot *simulator.Snapshot, newNode NewNode, template fwk.NodeI
 // fork adds the estimate's own copy of each check the pods use.
 func (k *packer) fork(pods []Pod) {
 	for _, p := range pods {
+		k.antiAffinity = k.antiAffinity || len(p.Info.GetRequiredAntiAffinityTerms()) > 0
 		if _, ok := k.checks[p.Check]; !ok {
 			k.checks[p.Check] = p.Check.Fork()
 			k.forked = append(k.forked, k.checks[p.Check])
+		}
+	}
+	k.following = k.following[:0]
+	for _, c := range k.forked {
+		if c.FollowsPlacements(k.antiAffinity) {
+			k.following = append(k.following, c)
 		}
 	}
 }
@@ -180,7 +192,7 @@ func (k *packer) put(ctx context.Context, p Pod, i int) {
 		k.used++
 	}
 	node := k.snapshot.Place(p.Info, i)
-	for _, c := range k.forked {
+	for _, c := range k.following {
 		c.Placed(ctx, p.Info, node)
 	}
 }

@@ -204,3 +204,42 @@ func TestBinpackSeesPlacedPods(t *testing.T) {
 		})
 	}
 }
+
+// TestBinpackPlacedAntiAffinityTurnsAwayOtherGroups: a pod without affinity
+// terms of its own keeps off a node once a placed pod of another group has
+// required anti-affinity against it, as the scheduler keeps it off: its
+// PreFilter, which skipped inter-pod affinity, runs again after that placement.
+func TestBinpackPlacedAntiAffinityTurnsAwayOtherGroups(t *testing.T) {
+	ctx := context.Background()
+	fw := newFramework(t)
+	snapshot := simulator.NewSnapshot(nil, nil)
+	fw.SetSnapshot(snapshot)
+	// The larger pod is placed first and has anti-affinity against the web pod.
+	db := pod("db", "2", "")
+	db.Labels = map[string]string{"app": "db"}
+	db.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: corev1.LabelHostname}}}}
+	web := pod("web", "1", "")
+	web.Labels = map[string]string{"app": "web"}
+	var pods []Pod
+	for i, p := range []*corev1.Pod{db, web} {
+		ep, err := NewPod(p, fw.PreFilter(ctx, p), i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, ep)
+	}
+	node := template(t, "8", "32Gi")
+	info, err := simulator.NewNodeInfo(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Binpack(ctx, snapshot, pods, copies(node), info, 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NodeCount != 2 || len(res.Scheduled) != 2 {
+		t.Errorf("%d nodes for %d pods, want 2 nodes for 2: web must not share db's node", res.NodeCount, len(res.Scheduled))
+	}
+}

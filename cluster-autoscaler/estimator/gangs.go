@@ -114,6 +114,10 @@ func (k *packer) trial(ctx context.Context, pods []Pod, need, limit int, keep bo
 		copies[c] = c.Fork()
 		k.forked = append(k.forked, copies[c])
 	}
+	k.following = make([]*simulator.PodCheck, 0, len(saved.following))
+	for _, c := range saved.following {
+		k.following = append(k.following, copies[c])
+	}
 	for orig, c := range saved.checks {
 		k.checks[orig] = copies[c]
 	}

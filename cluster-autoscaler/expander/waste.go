@@ -3,6 +3,8 @@ package expander
 import (
 	"math/big"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/quotascale/quotascale/quota/resources"
 )
 
@@ -14,8 +16,9 @@ type leastWaste struct{}
 
 func (leastWaste) BestOptions(options []Option) []Option {
 	scores := make([]*big.Rat, len(options))
+	requests := requestMemo{}
 	for i := range options {
-		scores[i] = wasteScore(&options[i])
+		scores[i] = wasteScore(&options[i], requests)
 	}
 	return pick(options, bestIndices(len(options), func(i, j int) int {
 		return scores[j].Cmp(scores[i]) // less waste wins
@@ -24,12 +27,12 @@ func (leastWaste) BestOptions(options []Option) []Option {
 
 // wasteScore is exact so that options wasting the same amount tie, and the next
 // stage decides, instead of float rounding picking a winner (0.1+0.2 vs 0.3).
-func wasteScore(o *Option) *big.Rat {
+func wasteScore(o *Option, requests requestMemo) *big.Rat {
 	var cpuRequested, memRequested int64
 	for _, pod := range o.Pods {
-		req := resources.PodRequests(pod)
-		cpuRequested += req.Cpu().MilliValue()
-		memRequested += req.Memory().Value()
+		r := requests.of(pod)
+		cpuRequested += r.cpu
+		memRequested += r.memory
 	}
 	var cpuPerNode, memPerNode int64
 	if o.Template != nil {
@@ -38,6 +41,21 @@ func wasteScore(o *Option) *big.Rat {
 	}
 	score := wastedFraction(cpuRequested, cpuPerNode, o.NodeCount)
 	return score.Add(score, wastedFraction(memRequested, memPerNode, o.NodeCount))
+}
+
+// requestMemo keeps each pod's cpu (millicores) and memory (bytes) requests
+// for one choice: the options of a loop share most of their pods, and
+// computing the requests anew per option costs options x pods.
+type requestMemo map[*corev1.Pod]struct{ cpu, memory int64 }
+
+func (m requestMemo) of(pod *corev1.Pod) struct{ cpu, memory int64 } {
+	r, ok := m[pod]
+	if !ok {
+		req := resources.PodRequests(pod)
+		r.cpu, r.memory = req.Cpu().MilliValue(), req.Memory().Value()
+		m[pod] = r
+	}
+	return r
 }
 
 // wastedFraction is (available - requested) / available. Requests above what is

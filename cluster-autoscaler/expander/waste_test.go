@@ -37,7 +37,7 @@ func TestWasteScore(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := wasteScore(&tc.option)
+			got := wasteScore(&tc.option, requestMemo{})
 			if want := big.NewRat(tc.num, tc.den); got.Cmp(want) != 0 {
 				t.Errorf("wasteScore() = %s, want %s", got.RatString(), want.RatString())
 			}

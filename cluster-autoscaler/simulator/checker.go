@@ -112,6 +112,15 @@ func (c *PodCheck) Placed(ctx context.Context, placed fwk.PodInfo, node fwk.Node
 	}
 }
 
+// FollowsPlacements reports whether placing pods can change the check;
+// antiAffinity says whether any of them has required anti-affinity terms. A
+// check that does not follow them stays as it is for good (Placed keeps no
+// refused state and tracks nothing for it), so callers that place many pods
+// may leave it out and save a call per placement.
+func (c *PodCheck) FollowsPlacements(antiAffinity bool) bool {
+	return c.status.IsSuccess() && (c.tracks || c.affinitySkipped && antiAffinity)
+}
+
 // Fork returns a copy whose later Placed calls leave c as it is: estimating
 // for one node group must not change what the next one starts from.
 func (c *PodCheck) Fork() *PodCheck {

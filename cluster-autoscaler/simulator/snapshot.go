@@ -24,17 +24,28 @@ type Snapshot struct {
 	base  *cache.Snapshot
 	nodes []fwk.NodeInfo
 	index map[string]int
-	// owned[i] is set when nodes[i] was copied (or added) since the last Fork,
-	// so the change need not copy it again.
-	owned  []bool
+	// owner[i] is the generation that copied (or added) nodes[i]; the node is
+	// the current generation's to change when owner[i] == gen. Each Fork
+	// starts a new generation, so its changes copy the node again.
+	owner        []int
+	gen, lastGen int
+	// undo are the nodes that Place replaced since the oldest open fork:
+	// Revert puts them back, so a fork costs what it changes, not a copy of
+	// every node.
+	undo   []replaced
 	forks  []fork
 	listed *affinityLists
 }
 
-type fork struct {
-	nodes []fwk.NodeInfo
-	owned []bool
+type replaced struct {
+	i     int
+	node  fwk.NodeInfo
+	owner int
 }
+
+// fork is where the snapshot stood at a Fork: its length, undo log and
+// generation.
+type fork struct{ len, undo, gen int }
 
 // affinityLists are the lister's subsets of nodes, rebuilt after a change when
 // a plugin asks for them (PreFilter does, Filter does not).
@@ -46,8 +57,9 @@ func newEmptySnapshot() *Snapshot { return newSnapshot(cache.NewEmptySnapshot())
 
 func newSnapshot(base *cache.Snapshot) *Snapshot {
 	list, _ := base.List()
+	// Generation 0 owns nothing: the base's nodes are copied before a change.
 	s := &Snapshot{base: base, nodes: append([]fwk.NodeInfo(nil), list...), index: make(map[string]int, len(list)),
-		owned: make([]bool, len(list))}
+		owner: make([]int, len(list)), gen: 1, lastGen: 1}
 	for i, n := range list {
 		s.index[n.Node().Name] = i
 	}
@@ -94,7 +106,7 @@ func (s *Snapshot) AddNode(info fwk.NodeInfo) error {
 	}
 	s.index[name] = len(s.nodes)
 	s.nodes = append(s.nodes, info)
-	s.owned = append(s.owned, true)
+	s.owner = append(s.owner, s.gen)
 	s.listed = nil
 	return nil
 }
@@ -102,9 +114,12 @@ func (s *Snapshot) AddNode(info fwk.NodeInfo) error {
 // Place adds a simulated pod to the node at position i and returns the node as
 // it now is.
 func (s *Snapshot) Place(pod fwk.PodInfo, i int) fwk.NodeInfo {
-	if !s.owned[i] {
+	if s.owner[i] != s.gen {
+		if len(s.forks) > 0 {
+			s.undo = append(s.undo, replaced{i: i, node: s.nodes[i], owner: s.owner[i]})
+		}
 		s.nodes[i] = s.nodes[i].Snapshot()
-		s.owned[i] = true
+		s.owner[i] = s.gen
 	}
 	s.nodes[i].AddPodInfo(pod)
 	s.listed = nil
@@ -113,28 +128,37 @@ func (s *Snapshot) Place(pod fwk.PodInfo, i int) fwk.NodeInfo {
 
 // Fork starts changes that Revert undoes.
 func (s *Snapshot) Fork() {
-	s.forks = append(s.forks, fork{nodes: append([]fwk.NodeInfo(nil), s.nodes...), owned: s.owned})
-	s.owned = make([]bool, len(s.nodes))
+	s.forks = append(s.forks, fork{len: len(s.nodes), undo: len(s.undo), gen: s.gen})
+	s.lastGen++
+	s.gen = s.lastGen
 }
 
 // Revert undoes every change since the matching Fork.
 func (s *Snapshot) Revert() {
 	f := s.forks[len(s.forks)-1]
 	s.forks = s.forks[:len(s.forks)-1]
-	for _, n := range s.nodes[len(f.nodes):] {
+	for j := len(s.undo) - 1; j >= f.undo; j-- {
+		u := s.undo[j]
+		s.nodes[u.i], s.owner[u.i] = u.node, u.owner
+	}
+	clear(s.undo[f.undo:])
+	s.undo = s.undo[:f.undo]
+	for _, n := range s.nodes[f.len:] {
 		delete(s.index, n.Node().Name)
 	}
-	s.nodes, s.owned, s.listed = f.nodes, f.owned, nil
+	clear(s.nodes[f.len:])
+	s.nodes, s.owner, s.gen, s.listed = s.nodes[:f.len], s.owner[:f.len], f.gen, nil
 }
 
 // Commit keeps every change since the matching Fork: they become changes of
-// the fork before it, which a Revert of that one undoes.
+// the fork before it, which a Revert of that one undoes, since their undo log
+// stays. The generation stays too, so the nodes the committed fork copied are
+// not copied again.
 func (s *Snapshot) Commit() {
-	f := s.forks[len(s.forks)-1]
 	s.forks = s.forks[:len(s.forks)-1]
-	// A node copied before the committed fork is still a copy of its own.
-	for i, owned := range f.owned {
-		s.owned[i] = s.owned[i] || owned
+	if len(s.forks) == 0 {
+		clear(s.undo)
+		s.undo = s.undo[:0]
 	}
 }
 
