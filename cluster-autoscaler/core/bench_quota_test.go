@@ -39,15 +39,16 @@ func BenchmarkRunOnceWithQuotas(b *testing.B) {
 			// Loop logs would interleave with the benchmark's result lines.
 			ctx := klog.NewContext(context.Background(), logr.Discard())
 			now := time.Unix(1000, 0)
-			var loops time.Duration
+			var loops, cpu time.Duration
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				start := time.Now()
+				start, startCPU := time.Now(), processCPU()
 				if err := a.RunOnce(ctx, now); err != nil {
 					b.Fatal(err)
 				}
 				loops += time.Since(start)
+				cpu += processCPU() - startCPU
 				b.StopTimer()
 				resetTargets(f)
 				b.StartTimer()
@@ -57,6 +58,7 @@ func BenchmarkRunOnceWithQuotas(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(100*limiter.spent.Seconds()/loops.Seconds(), "quota-%")
+			reportCPU(b, cpu)
 			reportLiveHeap(b, a, f)
 		})
 	}
