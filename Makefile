@@ -109,6 +109,9 @@ clean:
 ##   P2 scheduler throughput, plugin on and off:   ./test/bench x$(BENCH_CLUSTER_COUNT)
 ##      (each iteration schedules thousands of pods on the in-process control
 ##      plane, so -benchtime=1x; the on/off order alternates between rounds)
+## then draws the curves of docs/performance.md into $(BENCH_PLOTS) (SVG).
+## BENCH_LARGE=1 adds P3 at 5,000 and 15,000 nodes (150,000 and 450,000 pods):
+## tens of minutes more and several GiB; make test never runs benchmarks.
 ## Profiles, one suite at a time:
 ##   go test -run='^$$' -bench=. -cpuprofile=cpu.out -memprofile=mem.out ./quota/capacity/
 ##   BENCH_CPUPROFILE=DIR go test -run='^$$' -bench='SchedulerThroughput/nodes=1000/' -benchtime=1x ./test/bench/
@@ -116,7 +119,9 @@ BENCH_OUT           ?= bench.out
 BENCH_COUNT         ?= 5
 BENCH_CLUSTER_COUNT ?= 3
 BENCH_ARGS          ?=
-bench_suite = $(GO) test -run='^$$' -benchmem -timeout=40m $(BENCH_ARGS) $(1) 2>&1 | tee -a $(BENCH_OUT)
+BENCH_LARGE         ?= 0
+BENCH_PLOTS         ?= docs/perf
+bench_suite = BENCH_LARGE=$(BENCH_LARGE) $(GO) test -run='^$$' -benchmem -timeout=3h $(BENCH_ARGS) $(1) 2>&1 | tee -a $(BENCH_OUT)
 
 .PHONY: bench
 bench: SHELL := /bin/bash
@@ -126,6 +131,7 @@ bench:
 	$(call bench_suite,-bench=. -count=$(BENCH_COUNT) ./quota/...)
 	$(call bench_suite,-bench=RunOnce -count=$(BENCH_COUNT) ./cluster-autoscaler/core)
 	$(call bench_suite,-bench=SchedulerThroughput -count=$(BENCH_CLUSTER_COUNT) -benchtime=1x ./test/bench)
+	$(GO) run ./hack/benchplot -in $(BENCH_OUT) -out $(BENCH_PLOTS)
 
 ## images: the container images of cluster-autoscaler, kube-scheduler and
 ## kubectl-quota (build/*.Dockerfile), tagged $(IMAGE_REGISTRY)/NAME:$(IMAGE_TAG).
