@@ -15,8 +15,8 @@ require (
 	go.uber.org/zap v1.28.0
 	golang.org/x/image v0.30.0
 	golang.org/x/mod v0.41.0
-	golang.org/x/tools v0.51.0
 	golang.org/x/perf v0.0.0-20250813145418-2f7363a06fe1
+	golang.org/x/tools v0.51.0
 	gonum.org/v1/plot v0.17.0
 	helm.sh/helm/v3 v3.22.0
 	k8s.io/api v0.37.2
