@@ -67,7 +67,7 @@ func BenchmarkPreFilter(b *testing.B) {
 		renew := func(iteration int) {
 			for j := range fresh {
 				if fresh[j] != nil {
-					h.plugin.cache.deletePod(fresh[j].UID)
+					h.plugin.cache.deletePod(fresh[j])
 				}
 				copied := *pending[(iteration+j)%quotas]
 				copied.UID = types.UID(fmt.Sprintf("%s-%d", copied.UID, j))

@@ -17,6 +17,7 @@ import (
 	kueuev1beta1 "github.com/quotascale/quotascale/apis/kueue/v1beta1"
 	"github.com/quotascale/quotascale/quota/claims"
 	"github.com/quotascale/quotascale/quota/elastic"
+	"github.com/quotascale/quotascale/quota/gang"
 	"github.com/quotascale/quotascale/quota/resources"
 )
 
@@ -70,6 +71,17 @@ type quotaCache struct {
 	// pods' claims (claims.go).
 	lookup claims.Lookup
 	claims claimBook
+
+	// reservations are the admitted gangs still filling up; gangPods the
+	// live pods of every gang (gangcache.go).
+	reservations map[gang.Key]*reservation
+	gangPods     gangIndex
+	// gangRefusals is the last refusal of each gang PreFilter refused, for
+	// PodGroupPostFilter; gangsNever the gangs reported as never fitting,
+	// with the report; gangWarned the pods warned about an unreadable gang.
+	gangRefusals map[gang.Key]string
+	gangsNever   map[gang.Key]string
+	gangWarned   map[types.UID]string
 }
 
 // podRequests is what the cache computed for one pod object: its requests
@@ -96,6 +108,9 @@ type hold struct {
 	// charged says the hold's quota is charged under holdUID; false while the
 	// preemptor is reserved and charged itself.
 	charged bool
+	// gang is the preemptor's gang, whose members may all use the room; the
+	// zero Key for a pod of no gang.
+	gang gang.Key
 }
 
 // holdUID is the UID a hold is charged under, distinct from any pod's.
@@ -112,6 +127,12 @@ func newQuotaCache(podLister corelisters.PodLister, clk clock.PassiveClock, hold
 		podLister: podLister,
 		clock:     clk,
 		claims:    newClaimBook(),
+
+		reservations: map[gang.Key]*reservation{},
+		gangPods:     gangIndex{},
+		gangRefusals: map[gang.Key]string{},
+		gangsNever:   map[gang.Key]string{},
+		gangWarned:   map[types.UID]string{},
 	}
 }
 
@@ -178,11 +199,17 @@ func (c *quotaCache) exportMetrics() {
 // released when it finishes (elastic.Charged).
 func (c *quotaCache) updatePod(pod *corev1.Pod) {
 	if pod.Spec.NodeName == "" {
+		if _, inGang := gang.RefOf(pod); inGang {
+			c.mu.Lock()
+			c.followGangLocked(pod)
+			c.mu.Unlock()
+		}
 		c.notePending(pod)
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.followGangLocked(pod)
 	// Bound: the scheduler is done with it, whether or not a tree is in force.
 	delete(c.refused, pod.UID)
 	delete(c.requests, pod.UID)
@@ -204,9 +231,12 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 	}
 }
 
-func (c *quotaCache) deletePod(uid types.UID) {
+func (c *quotaCache) deletePod(pod *corev1.Pod) {
+	uid := pod.UID
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgetGangPodLocked(pod)
+	delete(c.gangWarned, uid)
 	delete(c.requests, uid)
 	if c.tree == nil {
 		return
@@ -235,6 +265,7 @@ func (c *quotaCache) startHold(preemptor *corev1.Pod, leaf string, requests core
 	}
 	c.endHoldLocked(preemptor.UID)
 	h := &hold{leaf: leaf, namespace: preemptor.Namespace, requests: requests, victims: sets.New[types.UID](), started: c.clock.Now(), charged: true}
+	h.gang, _ = gang.RefOf(preemptor)
 	for _, v := range victims {
 		h.victims.Insert(v.UID)
 	}
@@ -266,18 +297,20 @@ func (c *quotaCache) reserveLocked(pod *corev1.Pod, requests corev1.ResourceList
 }
 
 // unreserve releases what Reserve charged when binding fails, and puts a
-// preemptor's hold back: its reclaim still stands.
-func (c *quotaCache) unreserve(pod *corev1.Pod) {
+// preemptor's hold back: its reclaim still stands. For a member of a gang it
+// returns the members to reject (unreserveMemberLocked).
+func (c *quotaCache) unreserve(pod *corev1.Pod) gangRelease {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.tree == nil {
-		return
+		return gangRelease{}
 	}
 	c.releaseLocked(pod.UID)
 	if h := c.holds[pod.UID]; h != nil && !h.charged {
 		c.tree.AddRequests(holdUID(pod.UID), h.namespace, h.requests)
 		h.charged = true
 	}
+	return c.unreserveMemberLocked(pod)
 }
 
 // sweepHolds ends the holds older than holdFor: their preemptors were never
@@ -372,6 +405,7 @@ func (c *quotaCache) setTreeLocked(logger klog.Logger, t *elastic.Tree) {
 		c.claims = newClaimBook()
 		c.holds = map[types.UID]*hold{}
 		clear(c.refused)
+		clear(c.reservations)
 	}
 	c.forgetNodesLocked(c.tree, t)
 	c.tree = t

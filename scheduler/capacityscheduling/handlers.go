@@ -21,7 +21,7 @@ func (p *Plugin) registerHandlers(logger klog.Logger, pods, flavors cache.Shared
 		UpdateFunc: func(_, obj any) { p.onPod(obj) },
 		DeleteFunc: func(obj any) {
 			if pod := podOf(obj); pod != nil {
-				p.cache.deletePod(pod.UID)
+				p.cache.deletePod(pod)
 			}
 		},
 	})
@@ -66,6 +66,7 @@ func (p *Plugin) registerHandlers(logger klog.Logger, pods, flavors cache.Shared
 func (p *Plugin) onPod(obj any) {
 	if pod := podOf(obj); pod != nil {
 		p.cache.updatePod(pod)
+		p.warnBadGang(pod)
 	}
 }
 

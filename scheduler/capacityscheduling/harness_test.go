@@ -81,6 +81,8 @@ type harness struct {
 	client    *clientsetfake.Clientset
 	// trees serves the ElasticQuotaTree and ResourceFlavor objects.
 	trees *dynamicfake.FakeDynamicClient
+	// recorder keeps the events recorded through the framework's handle.
+	recorder *events.FakeRecorder
 
 	mu        sync.Mutex
 	preempted []string
@@ -188,7 +190,8 @@ func newHarness(t testing.TB, w world) *harness {
 		treesResource: "ElasticQuotaTreeList", flavorsResource: "ResourceFlavorList",
 	}, custom...)
 
-	h := &harness{t: t, ctx: ctx, clock: testingclock.NewFakeClock(epoch), client: client, trees: dyn}
+	h := &harness{t: t, ctx: ctx, clock: testingclock.NewFakeClock(epoch), client: client, trees: dyn,
+		recorder: events.NewFakeRecorder(1000)}
 	args, err := decodeArgs(&runtime.Unknown{Raw: []byte(`{"writeStatus": false}`), ContentType: runtime.ContentTypeJSON})
 	if err != nil {
 		t.Fatal(err)
@@ -204,11 +207,11 @@ func newHarness(t testing.TB, w world) *harness {
 	f, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
 		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
 		tf.RegisterPluginAsExtensions(noderesources.Name, frameworkruntime.FactoryAdapter(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate), noderesources.NewFit), "PreFilter", "Filter"),
-		tf.RegisterPluginAsExtensions(Name, factoryFn, "PreEnqueue", "PreFilter", "Filter", "Reserve", "PostFilter"),
+		tf.RegisterPluginAsExtensions(Name, factoryFn, "PreEnqueue", "PreFilter", "Filter", "Reserve", "Permit", "PostFilter"),
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
 	}, "",
 		frameworkruntime.WithClientSet(client),
-		frameworkruntime.WithEventRecorder(&events.FakeRecorder{}),
+		frameworkruntime.WithEventRecorder(h.recorder),
 		frameworkruntime.WithInformerFactory(factory),
 		frameworkruntime.WithPodNominator(internalqueue.NewSchedulingQueue(nil, factory)),
 		frameworkruntime.WithPodActivator(h),
@@ -259,6 +262,19 @@ func (h *harness) waitForTree(what string, cond func(*elastic.Tree) bool) {
 		return cond(h.plugin.cache.tree), nil
 	}); err != nil {
 		h.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// events drains the events recorded so far.
+func (h *harness) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
 	}
 }
 

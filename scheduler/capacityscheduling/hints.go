@@ -25,6 +25,8 @@ func (p *Plugin) EventsToRegister(ctx context.Context) ([]fwk.ClusterEventWithHi
 		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.UpdatePodScaleDown}, QueueingHintFn: p.isSchedulableAfterPodRelease},
 		// A nominated pod giving up its place stops holding quota back.
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Delete}, QueueingHintFn: p.isSchedulableAfterPodRelease},
+		// A gang's pod created completes the gang its siblings wait for.
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: p.isSchedulableAfterGangPodAdded},
 		// A node joining or relabelled may carry a flavor's labels.
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeLabel}, QueueingHintFn: p.isSchedulableAfterNodeChange},
 		// A claim or DeviceClass appearing lets quota read a pod's devices

@@ -44,7 +44,7 @@ spec:
 	// A refused pod that is deleted is no longer pending.
 	gone := testPod("gone", "team-a", "2", "", low, 0)
 	h.plugin.PreFilter(h.ctx, framework.NewCycleState(), gone, nil)
-	h.plugin.cache.deletePod(gone.UID)
+	h.plugin.cache.deletePod(gone)
 
 	const want = `
 # HELP quotascale_elastic_quota_admitted_total [ALPHA] Scheduling attempts the ElasticQuotaTree admitted, by the pod's leaf.

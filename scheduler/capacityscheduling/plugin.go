@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -60,16 +61,20 @@ type Plugin struct {
 	reclaimer         *preemption.Evaluator
 	preemptor         *preemption.Evaluator
 	defaultPreemption *defaultpreemption.DefaultPreemption
+	// podGroup looks Workload API PodGroups up; nil where the API is off.
+	podGroup func(namespace, name string) (*schedulingapi.PodGroup, bool)
 }
 
 var (
-	_ fwk.PreFilterPlugin   = &Plugin{}
-	_ fwk.FilterPlugin      = &Plugin{}
-	_ fwk.ReservePlugin     = &Plugin{}
-	_ fwk.PostFilterPlugin  = &Plugin{}
-	_ fwk.PreEnqueuePlugin  = &Plugin{}
-	_ fwk.EnqueueExtensions = &Plugin{}
-	_ preemption.Interface  = &Plugin{}
+	_ fwk.PreFilterPlugin          = &Plugin{}
+	_ fwk.FilterPlugin             = &Plugin{}
+	_ fwk.ReservePlugin            = &Plugin{}
+	_ fwk.PostFilterPlugin         = &Plugin{}
+	_ fwk.PreEnqueuePlugin         = &Plugin{}
+	_ fwk.PermitPlugin             = &Plugin{}
+	_ fwk.PodGroupPostFilterPlugin = &Plugin{}
+	_ fwk.EnqueueExtensions        = &Plugin{}
+	_ preemption.Interface         = &Plugin{}
 )
 
 // New builds the plugin: it starts the tree and flavor informers and waits
@@ -109,10 +114,11 @@ func newPlugin(ctx context.Context, h fwk.Handle, args Args, trees, flavors cach
 	logger := klog.FromContext(ctx).WithName(Name)
 	podInformer := h.SharedInformerFactory().Core().V1().Pods()
 	p := &Plugin{
-		handle: h,
-		args:   args,
-		cache:  newQuotaCache(podInformer.Lister(), clk, args.ReclaimHoldDuration.Duration),
-		trees:  trees,
+		handle:   h,
+		args:     args,
+		cache:    newQuotaCache(podInformer.Lister(), clk, args.ReclaimHoldDuration.Duration),
+		trees:    trees,
+		podGroup: podGroupLister(h),
 	}
 	if *args.WriteStatus {
 		p.cache.exportMetrics()
@@ -185,6 +191,10 @@ type stateData struct {
 	flavorLabels map[string]string
 	// plan is the reclaim PostFilter computed; the preemption dry run reads it.
 	plan *reclaimPlan
+	// gang is set for a member of a gang not wholly admitted yet;
+	// gangBlocked when the pod's gang cannot be read, or waits for pods.
+	gang        *gangAsk
+	gangBlocked bool
 }
 
 // Clone shares everything: nothing in the state changes after PreFilter but the
@@ -222,6 +232,10 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	p.podsSynced = true
 	var request elastic.Request
 	var verdict elastic.Verdict
+	var ask *gangAsk
+	var gangErr error
+	var message string
+	firstNever := false
 	if tree.Tracks(pod.UID) {
 		// A pod already charged is being moved, in the autoscaler's scale-down
 		// simulation (which clears its node): its quota does not change, only
@@ -237,16 +251,38 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 			p.cache.mu.Unlock()
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "quota cannot charge the pod's devices: "+err.Error())
 		}
-		verdict = p.cache.admitLocked(pod, request)
+		ask, verdict, gangErr = p.admitGangLocked(pod, request)
+		switch {
+		case gangErr != nil:
+		case ask == nil:
+			verdict = p.cache.admitLocked(pod, request)
+		case !verdict.Admitted():
+			message = gangRefusal(ask, verdict)
+			firstNever = p.cache.noteGangRefusalLocked(ask, message)
+		default:
+			delete(p.cache.gangRefusals, ask.key)
+		}
 		p.cache.decidedLocked(pod.UID, verdict)
 	}
 	flavor := leaf.ResourceFlavor()
 	flavorLabels, flavorFound := p.cache.flavors[flavor]
 	p.cache.mu.Unlock()
 
-	state.Write(stateKey, &stateData{request: request, verdict: verdict, flavor: flavor, flavorLabels: flavorLabels})
+	if gangErr != nil {
+		state.Write(stateKey, &stateData{request: request, gangBlocked: true})
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, gangErr.Error())
+	}
+	state.Write(stateKey, &stateData{request: request, verdict: verdict, flavor: flavor, flavorLabels: flavorLabels, gang: ask})
+	if firstNever {
+		if recorder := p.handle.EventRecorder(); recorder != nil {
+			recorder.Eventf(pod, nil, corev1.EventTypeWarning, eventReasonGangNeverFits, "Scheduling", "%s", message)
+		}
+	}
+	if message == "" {
+		message = verdict.Message()
+	}
 	if !verdict.Admitted() {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, verdict.Message())
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, message)
 	}
 	if flavor == "" {
 		return nil, fwk.NewStatus(fwk.Skip)
@@ -293,17 +329,16 @@ func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Po
 	if p.cache.tree == nil {
 		return nil
 	}
-	if v := p.cache.admitLocked(pod, s.request); !v.Admitted() {
-		return fwk.NewStatus(fwk.Unschedulable, v.Message())
+	if s.gang != nil {
+		return p.reserveGangLocked(pod, s)
 	}
-	p.cache.reserveLocked(pod, s.request.Requests())
-	return nil
+	return p.reserveAloneLocked(pod, s)
 }
 
 // Unreserve releases what Reserve charged when binding fails. A preemptor's
 // hold survives it: the reclaim is still owed to the pod.
-func (p *Plugin) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
-	p.cache.unreserve(pod)
+func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	p.unreserveGang(ctx, pod, p.cache.unreserve(pod))
 }
 
 // PreEnqueue keeps a preemptor out of the queue while the API calls of its
@@ -329,6 +364,11 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *core
 		})
 	case s.rebuilding:
 		return nil, fwk.NewStatus(fwk.Unschedulable, "quota usage is being rebuilt from the assigned pods")
+	case s.gangBlocked:
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "reclaim: the pod's gang is not ready to ask its quota")
+	case s.gang != nil && s.gang.never:
+		// Only a larger max can help: reclaiming would evict for nothing.
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "reclaim: the gang exceeds a max of its quota")
 	case s.verdict.Admitted():
 		schedulermetrics.PreemptionAttempts.Inc()
 		result, status := p.preemptRecording(state, func() (*fwk.PostFilterResult, *fwk.Status) {
@@ -336,7 +376,12 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *core
 		})
 		return result, prefixed("preemption: ", status)
 	}
-	plan, status := p.planReclaim(ctx, pod, s.request.Requests())
+	// A gang reclaims for all of it or not at all.
+	wanted := s.request.Requests()
+	if s.gang != nil && s.gang.whole != nil {
+		wanted = s.gang.whole
+	}
+	plan, status := p.planReclaim(ctx, pod, wanted)
 	if !status.IsSuccess() {
 		return nil, status
 	}
@@ -350,7 +395,7 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *core
 		return p.reclaimer.Preempt(ctx, state, pod, quotaRefusedEverywhere{m})
 	})
 	if status.IsSuccess() && result != nil && result.NominatingInfo != nil && result.NominatedNodeName != "" {
-		p.cache.startHold(pod, s.verdict.Leaf, s.request.Requests(), plan.victims)
+		p.cache.startHold(pod, s.verdict.Leaf, wanted, plan.victims)
 		p.cache.metrics.reclaim(s.verdict.Leaf, reclaimStarted)
 	} else {
 		// The leaf is owed its min and the victims are known, yet no node

@@ -284,7 +284,7 @@ func TestHolds(t *testing.T) {
 					bound.Spec.NodeName = "n1"
 					h.plugin.cache.updatePod(bound)
 				case "deleted":
-					h.plugin.cache.deletePod(preemptor.UID)
+					h.plugin.cache.deletePod(preemptor)
 				case "sweep-early":
 					h.clock.Step(h.plugin.cache.holdFor)
 					h.sweepHolds()

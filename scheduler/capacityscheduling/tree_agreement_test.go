@@ -68,7 +68,7 @@ func deliverPods(t *testing.T, c *quotaCache, store cache.Indexer, pods []*corev
 			if err := store.Delete(p); err != nil {
 				t.Fatal(err)
 			}
-			c.deletePod(p.UID)
+			c.deletePod(p)
 		}
 	}
 }
