@@ -53,6 +53,14 @@ type Oracle struct {
 	// device-class limits of CapacityQuotas.
 	slices map[string]*resourcev1.ResourceSlice
 
+	// podGroups are the gang sizes of the PodGroups with a gang policy, by
+	// namespace/name; gangsWhole the gangs ever seen with all of their size
+	// bound; released the requests of pods that stopped holding capacity
+	// since the last status write of the tree in force, by namespace.
+	podGroups  map[string]int32
+	gangsWhole map[gangRef]bool
+	released   map[string]corev1.ResourceList
+
 	violations []string
 	seen       map[string]bool // violations already recorded, for moments that repeat
 	belowMin   []belowMinEviction
@@ -80,6 +88,9 @@ func New() *Oracle {
 		trees:             map[string]*treeObject{},
 		seen:              map[string]bool{},
 		slices:            map[string]*resourcev1.ResourceSlice{},
+		podGroups:         map[string]int32{},
+		gangsWhole:        map[gangRef]bool{},
+		released:          map[string]corev1.ResourceList{},
 	}
 }
 
@@ -161,6 +172,9 @@ func (o *Oracle) SetTree(t *schedulingv1beta1.ElasticQuotaTree) {
 		obj.lastValid = parseTree(t)
 	}
 	o.chooseTreeLocked()
+	if judged, _ := verdict(t); judged && o.inForce != nil && o.inForce == obj.lastValid && !o.pending && len(t.Status.Quotas) > 0 {
+		o.judgeHeldLocked(o.inForce, t.Status.Quotas)
+	}
 }
 
 // DeleteTree records an ElasticQuotaTree gone.
@@ -199,7 +213,11 @@ func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
 			o.judgeAdmissionLocked(st, grown, "resized")
 		}
 	case wasCounted:
+		o.releasedLocked(st)
 		o.stoppedLocked(st)
+	}
+	if !initial && st.counted {
+		o.noteGangLocked(pod)
 	}
 	if !initial && st.counted && st.disruption == corev1.PodReasonPreemptionByScheduler && pod.DeletionTimestamp != nil {
 		o.judgeEvictionLocked(st)
@@ -218,6 +236,7 @@ func (o *Oracle) DeletePod(pod *corev1.Pod) {
 	delete(o.pods, pod.UID)
 	if st.counted {
 		st.counted = false
+		o.releasedLocked(st)
 		o.stoppedLocked(st)
 	}
 }
@@ -244,6 +263,7 @@ func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	violations = append([]string(nil), o.violations...)
+	violations = append(violations, o.partlyBoundLocked()...)
 	unjudged = append(unjudged, o.unseenEnds...)
 	for _, node := range slices.Sorted(maps.Keys(o.unmarkedEvictions)) {
 		violations = append(violations, o.unmarkedEvictions[node]...)

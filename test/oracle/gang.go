@@ -1,0 +1,282 @@
+package oracle
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	k8sscheduling "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+)
+
+// The gang promises, judged from the pods' own markings, read here without
+// the project's gang package:
+//
+//   - No gang is left partly bound: at the end of the run, a gang with some
+//     but fewer than its size of live pods bound, and never all of them at
+//     once, broke it.
+//   - A gang not wholly admitted holds no quota. What the oracle can tell
+//     such a gang by, from objects alone: fewer live pods than its size, or
+//     a size whose requests exceed a max on its path with nothing else
+//     charged. At every status write of the tree in force, a quota node's
+//     used beyond its bound pods must be explained by pending pods (a gang's
+//     reservation, a reclaim's hold, a pod being bound) or by pods released
+//     since the last write (the status lags); pending pods of such gangs
+//     explain nothing.
+//
+// A gang is a pod's spec.schedulingGroup.podGroupName when the PodGroup has
+// a gang policy, or else ACK's labels pod-group.scheduling.sigs.k8s.io/name
+// and a positive whole pod-group.scheduling.sigs.k8s.io/min-available.
+const (
+	ackGangName     = "pod-group.scheduling.sigs.k8s.io/name"
+	ackMinAvailable = "pod-group.scheduling.sigs.k8s.io/min-available"
+)
+
+type gangRef struct {
+	kind, namespace, name string
+}
+
+func (g gangRef) String() string { return fmt.Sprintf("%s %s/%s", g.kind, g.namespace, g.name) }
+
+// SetPodGroup records a Workload API PodGroup created or updated.
+func (o *Oracle) SetPodGroup(pg *k8sscheduling.PodGroup) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	key := pg.Namespace + "/" + pg.Name
+	if gang := pg.Spec.SchedulingPolicy.Gang; gang != nil && gang.MinCount > 0 {
+		o.podGroups[key] = gang.MinCount
+	} else {
+		delete(o.podGroups, key)
+	}
+}
+
+// DeletePodGroup records a PodGroup gone.
+func (o *Oracle) DeletePodGroup(namespace, name string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.podGroups, namespace+"/"+name)
+}
+
+// gangOfLocked is the gang pod belongs to and its size.
+func (o *Oracle) gangOfLocked(pod *corev1.Pod) (gangRef, int, bool) {
+	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil && *sg.PodGroupName != "" {
+		size, ok := o.podGroups[pod.Namespace+"/"+*sg.PodGroupName]
+		return gangRef{"PodGroup", pod.Namespace, *sg.PodGroupName}, int(size), ok
+	}
+	name := pod.Labels[ackGangName]
+	if name == "" {
+		return gangRef{}, 0, false
+	}
+	size, err := strconv.ParseInt(pod.Labels[ackMinAvailable], 10, 32)
+	if err != nil || size < 1 {
+		return gangRef{}, 0, false
+	}
+	return gangRef{"labels", pod.Namespace, name}, int(size), true
+}
+
+// gangMembers are the live pods of every gang: not finished, not deleted.
+type gangMembers struct {
+	size    int
+	bound   []*podState
+	pending []*podState
+}
+
+func (o *Oracle) gangsLocked() map[gangRef]*gangMembers {
+	out := map[gangRef]*gangMembers{}
+	for _, st := range o.pods {
+		p := st.pod
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		ref, size, ok := o.gangOfLocked(p)
+		if !ok {
+			continue
+		}
+		g := out[ref]
+		if g == nil {
+			g = &gangMembers{size: size}
+			out[ref] = g
+		}
+		if st.counted {
+			g.bound = append(g.bound, st)
+		} else {
+			g.pending = append(g.pending, st)
+		}
+	}
+	return out
+}
+
+// noteGangLocked remembers the gangs ever seen with all their size bound.
+func (o *Oracle) noteGangLocked(pod *corev1.Pod) {
+	ref, size, ok := o.gangOfLocked(pod)
+	if !ok || o.gangsWhole[ref] {
+		return
+	}
+	if g := o.gangsLocked()[ref]; g != nil && len(g.bound) >= size {
+		o.gangsWhole[ref] = true
+	}
+}
+
+// partlyBoundLocked are the gangs left with some, not all, of their pods
+// bound, and never whole.
+func (o *Oracle) partlyBoundLocked() []string {
+	var out []string
+	gangs := o.gangsLocked()
+	for _, ref := range sortedGangs(gangs) {
+		g := gangs[ref]
+		if n := len(g.bound); n > 0 && n < g.size && !o.gangsWhole[ref] {
+			out = append(out, fmt.Sprintf("gang %s: %d of its %d pods bound, and never all of them", ref, n, g.size))
+		}
+	}
+	return out
+}
+
+// judgeHeldLocked checks a status write of the tree in force: a quota
+// node's used beyond its bound pods is held for pending pods, and never for
+// a gang that cannot be admitted whole.
+func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaNodeStatus) {
+	defer func() { o.released = map[string]corev1.ResourceList{} }()
+	used := o.usageLocked(t)
+	pos := map[string]int{}
+	for i, n := range t.nodes {
+		pos[n.name] = i
+	}
+	allowance := make([]corev1.ResourceList, len(t.nodes))
+	for i := range allowance {
+		allowance[i] = corev1.ResourceList{}
+	}
+	// blocked are, by tree node, the gangs under it that may hold nothing.
+	blocked := map[int][]string{}
+	gangs := o.gangsLocked()
+	for _, st := range o.pods {
+		p := st.pod
+		leaf, governed := t.leafOf[p.Namespace]
+		if st.counted || !governed || p.DeletionTimestamp != nil {
+			continue
+		}
+		if ref, _, inGang := o.gangOfLocked(p); inGang {
+			if why := o.mayHoldNothingLocked(t, leaf, gangs[ref]); why != "" {
+				for n := leaf; n >= 0; n = t.nodes[n].parent {
+					blocked[n] = appendOnce(blocked[n], fmt.Sprintf("gang %s (%s)", ref, why))
+				}
+				continue
+			}
+		}
+		addUp(t, allowance, leaf, st.requests)
+	}
+	for ns, requests := range o.released {
+		if leaf, ok := t.leafOf[ns]; ok {
+			addUp(t, allowance, leaf, requests)
+		}
+	}
+	for _, s := range status {
+		i, ok := pos[s.Name]
+		if !ok || len(blocked[i]) == 0 {
+			continue
+		}
+		for _, r := range sortedKeys(s.Used) {
+			shown := s.Used[r]
+			held := shown.DeepCopy()
+			held.Sub(used[i][r])
+			if held.Cmp(allowance[i][r]) > 0 {
+				o.violateLocked(fmt.Sprintf("quota node %q of %s: status shows %s %s used, %s of it for no bound or admissible pending pod, while %v may hold nothing",
+					s.Name, t.object, r, shown.String(), held.String(), blocked[i]))
+			}
+		}
+	}
+}
+
+// mayHoldNothingLocked says why gang g, of a namespace of leaf, cannot be
+// admitted whole, or "" when it may be.
+func (o *Oracle) mayHoldNothingLocked(t *quotaTree, leaf int, g *gangMembers) string {
+	live := len(g.bound) + len(g.pending)
+	if live < g.size {
+		return fmt.Sprintf("%d of its %d pods exist", live, g.size)
+	}
+	// Whichever size members are counted, each resource is at least the sum
+	// of its size smallest requests: judged on that, heterogeneous gangs are
+	// never blamed for a choice the scheduler did not make.
+	members := append(append([]*podState{}, g.bound...), g.pending...)
+	whole := corev1.ResourceList{}
+	for _, name := range requested(sumAll(members)) {
+		amounts := make([]resource.Quantity, 0, len(members))
+		for _, st := range members {
+			amounts = append(amounts, st.requests[name])
+		}
+		slices.SortFunc(amounts, func(a, b resource.Quantity) int { return a.Cmp(b) })
+		var sum resource.Quantity
+		for _, q := range amounts[:g.size] {
+			sum.Add(q)
+		}
+		whole[name] = sum
+	}
+	for n := leaf; n >= 0; n = t.nodes[n].parent {
+		for name, q := range whole {
+			if max, limited := t.nodes[n].max[name]; limited && q.Cmp(max) > 0 {
+				return fmt.Sprintf("its %d pods request %s %s, over the max %s of %q", g.size, name, q.String(), max.String(), t.nodes[n].name)
+			}
+		}
+	}
+	return ""
+}
+
+// releasedLocked remembers the requests of a pod that stopped holding
+// capacity, until the next status write: the status may not show it yet.
+func (o *Oracle) releasedLocked(st *podState) {
+	sum := o.released[st.pod.Namespace]
+	if sum == nil {
+		sum = corev1.ResourceList{}
+		o.released[st.pod.Namespace] = sum
+	}
+	for name, q := range st.requests {
+		s := sum[name]
+		s.Add(q)
+		sum[name] = s
+	}
+}
+
+func addUp(t *quotaTree, into []corev1.ResourceList, leaf int, requests corev1.ResourceList) {
+	for n := leaf; n >= 0; n = t.nodes[n].parent {
+		for name, q := range requests {
+			sum := into[n][name]
+			sum.Add(q)
+			into[n][name] = sum
+		}
+	}
+}
+
+func appendOnce(list []string, s string) []string {
+	for _, have := range list {
+		if have == s {
+			return list
+		}
+	}
+	return append(list, s)
+}
+
+func sumAll(members []*podState) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, st := range members {
+		for name, q := range st.requests {
+			sum := out[name]
+			sum.Add(q)
+			out[name] = sum
+		}
+	}
+	return out
+}
+
+func sortedGangs(gangs map[gangRef]*gangMembers) []gangRef {
+	byKey := map[string]gangRef{}
+	for ref := range gangs {
+		byKey[ref.String()] = ref
+	}
+	out := make([]gangRef, 0, len(byKey))
+	for _, k := range sortedKeys(byKey) {
+		out = append(out, byKey[k])
+	}
+	return out
+}
