@@ -42,13 +42,15 @@ type SchedulerOptions struct {
 // every extension point it implements, and DefaultPreemption off: CapacityScheduling's
 // PostFilter takes its place, running DefaultPreemption itself for pods no tree
 // governs, DefaultPreemption within quota for pods their quota admits, and reclaim
-// for pods their quota refuses.
+// for pods their quota refuses; its PodGroupPostFilter runs DefaultPreemption's
+// for pod groups no tree governs, and explains the gangs their quota refuses.
 func QuotaProfile() configv1.KubeSchedulerProfile {
 	return configv1.KubeSchedulerProfile{
 		SchedulerName: ptr.To(corev1.DefaultSchedulerName),
 		Plugins: &configv1.Plugins{
-			MultiPoint: configv1.PluginSet{Enabled: []configv1.Plugin{{Name: capacityscheduling.Name}}},
-			PostFilter: configv1.PluginSet{Disabled: []configv1.Plugin{{Name: "DefaultPreemption"}}},
+			MultiPoint:         configv1.PluginSet{Enabled: []configv1.Plugin{{Name: capacityscheduling.Name}}},
+			PostFilter:         configv1.PluginSet{Disabled: []configv1.Plugin{{Name: "DefaultPreemption"}}},
+			PodGroupPostFilter: configv1.PluginSet{Disabled: []configv1.Plugin{{Name: "DefaultPreemption"}}},
 		},
 	}
 }

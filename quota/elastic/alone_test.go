@@ -27,3 +27,22 @@ func TestAdmitAloneIgnoresUsage(t *testing.T) {
 		t.Error("Admit(a, 6) admitted past the root's max with b using 8; the test tree is not what it says")
 	}
 }
+
+// TestAdmitBesidesAgreesWithAScratch: admitting besides held room is the
+// same verdict as releasing it on a scratch copy and admitting there.
+func TestAdmitBesidesAgreesWithAScratch(t *testing.T) {
+	tree := mustBuild(t, flatTree("cpu", "10", [3]string{"a", "2", "8"}, [3]string{"b", "2", "10"}))
+	tree.AddRequests("reservation", "a", cpu("6"))
+	tree.AddRequests("running", "b", cpu("3"))
+	for _, tc := range []struct{ request, held string }{
+		{"2", "6"}, {"6", "6"}, {"7", "6"}, {"2", "0"}, {"1", "0"}, {"2", "1"}, {"8", "8"},
+	} {
+		got := tree.AdmitBesides("a", cpu(tc.request), cpu(tc.held))
+		scratch := tree.Scratch()
+		scratch.Release("a", cpu(tc.held))
+		want := scratch.Admit("a", cpu(tc.request))
+		if got.Admitted() != want.Admitted() || got.Message() != want.Message() {
+			t.Errorf("request %s besides %s: %+v, a scratch says %+v", tc.request, tc.held, got, want)
+		}
+	}
+}

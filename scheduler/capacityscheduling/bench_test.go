@@ -112,3 +112,41 @@ func BenchmarkPreFilter(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPreFilterGang is PreFilter for a pod of a gang of 8 (ACK's labels)
+// at 1,000 flat quotas with 20 bound pods each, metrics on.
+//
+//   - attempt=whole: no member is reserved yet, so the pod asks for the whole
+//     gang: the gang's members are read from the plugin's index, ordered, and
+//     their requests summed and admitted.
+//   - attempt=in-reservation: another member holds the gang's reservation,
+//     and the pod is admitted into it.
+func BenchmarkPreFilterGang(b *testing.B) {
+	const quotas, size = 1000, 8
+	var pods []*corev1.Pod
+	for q := range quotas {
+		for i := range 20 {
+			pods = append(pods, testPod(fmt.Sprintf("bound-%d-%d", q, i), fmt.Sprintf("ns-%d", q), "1", "n1", low, 0))
+		}
+	}
+	members := ackGang("ns-7", "job", fmt.Sprint(size), size, "2")
+	h := newHarness(b, world{tree: flatTree(quotas), nodes: []*corev1.Node{node("n1", fmt.Sprint(100*quotas))}, pods: append(pods, members...)})
+	h.plugin.cache.exportMetrics()
+	state := framework.NewCycleState()
+	preFilter := func(b *testing.B, pod *corev1.Pod) {
+		if _, status := h.plugin.PreFilter(h.ctx, state, pod, nil); status.Code() != fwk.Skip {
+			b.Fatalf("PreFilter(%s) = %v, want admitted (Skip)", pod.Name, status)
+		}
+	}
+	run := func(b *testing.B, pod *corev1.Pod) {
+		b.ReportAllocs()
+		for b.Loop() {
+			preFilter(b, pod)
+		}
+	}
+	b.Run(fmt.Sprintf("quotas=%d/gang=%d/attempt=whole", quotas, size), func(b *testing.B) { run(b, members[1]) })
+	if _, status := h.reserve(members[0]); !status.IsSuccess() {
+		b.Fatalf("reserving the first member: %v", status)
+	}
+	b.Run(fmt.Sprintf("quotas=%d/gang=%d/attempt=in-reservation", quotas, size), func(b *testing.B) { run(b, members[1]) })
+}

@@ -82,6 +82,8 @@ type quotaCache struct {
 	gangRefusals map[gang.Key]string
 	gangsNever   map[gang.Key]string
 	gangWarned   map[types.UID]string
+	// gangAsked caches each gang's outstanding request (gangRequestLocked).
+	gangAsked map[gang.Key]gangAsked
 }
 
 // podRequests is what the cache computed for one pod object: its requests
@@ -133,6 +135,7 @@ func newQuotaCache(podLister corelisters.PodLister, clk clock.PassiveClock, hold
 		gangRefusals: map[gang.Key]string{},
 		gangsNever:   map[gang.Key]string{},
 		gangWarned:   map[types.UID]string{},
+		gangAsked:    map[gang.Key]gangAsked{},
 	}
 }
 
@@ -408,6 +411,7 @@ func (c *quotaCache) setTreeLocked(logger klog.Logger, t *elastic.Tree) {
 		clear(c.reservations)
 	}
 	c.forgetNodesLocked(c.tree, t)
+	clear(c.gangAsked)
 	c.tree = t
 	c.changed = true
 }

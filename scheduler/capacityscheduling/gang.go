@@ -110,39 +110,48 @@ func (c *quotaCache) gangCompleteLocked(g gang.Gang, pod *corev1.Pod) error {
 
 // gangRequestLocked is what gang g still asks of its quota for pod
 // (gang.Outstanding): the members this tree charges, bound or reserved here,
-// hold their own quota. It is nil when the gang is whole.
+// hold their own quota. It is nil when the gang is whole. The answer is kept
+// until the gang's members or their charges change (gangAsked), so that the
+// members' requests are summed once, not on every attempt of every member.
 func (c *quotaCache) gangRequestLocked(g gang.Gang, pod *corev1.Pod) corev1.ResourceList {
-	members := gang.Members(g.Key, c.gangPods.pods(g.Key))
-	whole, _, ok := gang.Outstanding(g, members, func(m *corev1.Pod) bool { return c.tree.Tracks(m.UID) }, pod)
-	if !ok {
-		return nil
+	if a, ok := c.gangAsked[g.Key]; ok && a.minCount == g.MinCount && (a.standIns == 0 || a.pod == pod) {
+		return a.request
 	}
+	members := gang.Members(g.Key, c.gangPods.pods(g.Key))
+	whole, standIns, ok := gang.Outstanding(g, members, func(m *corev1.Pod) bool { return c.tree.Tracks(m.UID) }, pod)
+	if !ok {
+		whole = nil
+	}
+	c.gangAsked[g.Key] = gangAsked{minCount: g.MinCount, pod: pod, standIns: standIns, request: whole}
 	return whole
+}
+
+// gangAsked is a gang's outstanding request as last computed, for pod when
+// pod's requests stood in for members not created.
+type gangAsked struct {
+	minCount int32
+	pod      *corev1.Pod
+	standIns int
+	request  corev1.ResourceList
 }
 
 // admitGangRequestLocked admits requests for a member of gang key as if the
 // gang's reservation, and the reclaim holds of its members, were not
 // charged: they are the room kept for this very gang.
 func (c *quotaCache) admitGangRequestLocked(pod *corev1.Pod, key gang.Key, requests corev1.ResourceList) elastic.Verdict {
-	var scratch *elastic.Scratch
-	release := func(namespace string, held corev1.ResourceList) {
-		if scratch == nil {
-			scratch = c.tree.Scratch()
-		}
-		scratch.Release(namespace, held)
-	}
+	var held corev1.ResourceList
 	if r := c.reservations[key]; r != nil {
-		release(r.namespace, r.remaining)
+		held = r.remaining
 	}
 	for _, h := range c.holds {
 		if h.charged && h.gang == key {
-			release(h.namespace, h.requests)
+			held = addLists(held, h.requests)
 		}
 	}
-	if scratch == nil {
+	if held == nil {
 		return c.tree.Admit(pod.Namespace, requests)
 	}
-	return scratch.Admit(pod.Namespace, requests)
+	return c.tree.AdmitBesides(pod.Namespace, requests, held)
 }
 
 // gangRefusal is PreFilter's message for a gang its quota refused. It names
@@ -273,18 +282,30 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ 
 	return nil, 0
 }
 
-// PodGroupPostFilter explains a Workload API gang its quota refused.
-// kube-scheduler tries a PodGroup's pods in one cycle and stops at the first
-// refusal, so only that pod's FailedScheduling event carries the quota's
-// reason; this records it on every pod of the group, and returns it so that
-// kube-scheduler's own PodGroupInitiallyScheduled condition names the quota.
-func (p *Plugin) PodGroupPostFilter(_ context.Context, _ fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, _ fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+// PodGroupPostFilter takes DefaultPreemption's place for pod groups, as
+// PostFilter does for pods (DefaultPreemption is disabled at both). A group no
+// tree governs preempts exactly as DefaultPreemption would. A gang its quota
+// refused is explained: kube-scheduler tries a PodGroup's pods in one cycle
+// and stops at the first refusal, so only that pod's FailedScheduling event
+// carries the quota's reason; this records it on every pod of the group, and
+// returns it so that kube-scheduler's own PodGroupInitiallyScheduled
+// condition names the quota. A governed group its quota admitted does not
+// preempt: DefaultPreemption's group preemption knows no quota and could take
+// another team below its min.
+func (p *Plugin) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
 	key := gang.Key{Kind: gang.KindPodGroup, Namespace: pgInfo.GetNamespace(), Name: pgInfo.GetName()}
 	p.cache.mu.Lock()
+	governed := false
+	if p.cache.tree != nil {
+		_, governed = p.cache.tree.LeafFor(key.Namespace)
+	}
 	msg, refused := p.cache.gangRefusals[key]
 	p.cache.mu.Unlock()
-	if !refused {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
+	switch {
+	case !governed:
+		return p.defaultPreemption.PodGroupPostFilter(ctx, state, pgInfo, schedule)
+	case !refused:
+		return nil, fwk.NewStatus(fwk.Unschedulable, "pod group preemption: not run for a pod group under an ElasticQuotaTree")
 	}
 	if recorder := p.handle.EventRecorder(); recorder != nil {
 		for _, pod := range pgInfo.GetUnscheduledPods() {

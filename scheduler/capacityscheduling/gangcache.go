@@ -84,6 +84,7 @@ func (c *quotaCache) followGangLocked(pod *corev1.Pod) {
 	if !ok {
 		return
 	}
+	delete(c.gangAsked, key)
 	r := c.reservations[key]
 	if r == nil {
 		return
@@ -106,6 +107,7 @@ func (c *quotaCache) forgetGangPodLocked(pod *corev1.Pod) {
 	if !ok {
 		return
 	}
+	delete(c.gangAsked, key)
 	if r := c.reservations[key]; r != nil {
 		r.reserved.Delete(pod.UID)
 		r.bound.Delete(pod.UID)
@@ -147,6 +149,7 @@ func (c *quotaCache) reserveMemberLocked(pod *corev1.Pod, key gang.Key, minCount
 			}
 		}
 	}
+	delete(c.gangAsked, key)
 	r.remaining = subtractFloored(r.remaining, requests)
 	r.reserved.Insert(pod.UID)
 	c.tree.AddRequests(reservationUID(key), r.namespace, r.remaining)
@@ -164,6 +167,7 @@ func (c *quotaCache) unreserveMemberLocked(pod *corev1.Pod) gangRelease {
 	if !ok {
 		return gangRelease{}
 	}
+	delete(c.gangAsked, key)
 	r := c.reservations[key]
 	if r == nil || !r.reserved.Has(pod.UID) {
 		return gangRelease{}

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	k8sscheduling "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -91,6 +92,7 @@ func startInvariantChecker(t *testing.T) *invariantChecker {
 		{factory.Core().V1().Pods().Informer(), c.podHandler()},
 		{typedinformer.New[autoscalingv1beta1.CapacityQuota](cluster.Dynamic, capacityQuotas, 0), c.capacityQuotaHandler()},
 		{typedinformer.New[schedulingv1beta1.ElasticQuotaTree](cluster.Dynamic, elasticQuotaTrees, 0), c.treeHandler()},
+		{factory.Scheduling().V1beta1().PodGroups().Informer(), c.podGroupHandler()},
 	}
 	var synced []cache.InformerSynced
 	for _, h := range handlers {
@@ -108,7 +110,7 @@ func startInvariantChecker(t *testing.T) *invariantChecker {
 	synced = append(synced, eventsSynced)
 	factory.Start(body.Done())
 	events.Start(ctx.Done())
-	for _, h := range handlers[2:] {
+	for _, h := range handlers[2:4] {
 		go h.informer.Run(body.Done())
 	}
 	if !cache.WaitForCacheSync(body.Done(), synced...) {
@@ -266,6 +268,28 @@ func (c *invariantChecker) treeHandler() cache.ResourceEventHandler {
 		DeleteFunc: func(obj any) {
 			if tree, ok := finalState(obj).(*schedulingv1beta1.ElasticQuotaTree); ok {
 				c.DeleteTree(tree.Namespace, tree.Name)
+			}
+		},
+	}
+}
+
+// podGroupHandler feeds the oracle the Workload API's PodGroups, which say
+// how large a gang is.
+func (c *invariantChecker) podGroupHandler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if pg, ok := obj.(*k8sscheduling.PodGroup); ok {
+				c.SetPodGroup(pg)
+			}
+		},
+		UpdateFunc: func(_, obj any) {
+			if pg, ok := obj.(*k8sscheduling.PodGroup); ok {
+				c.SetPodGroup(pg)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if pg, ok := finalState(obj).(*k8sscheduling.PodGroup); ok {
+				c.DeletePodGroup(pg.Namespace, pg.Name)
 			}
 		},
 	}
