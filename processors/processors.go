@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/quotascale/quotascale/cloudprovider"
+	"github.com/quotascale/quotascale/quota/gang"
 )
 
 // LoopContext is what processors see of one autoscaler loop.
@@ -40,6 +41,8 @@ type PodListProcessor interface {
 type RefusedPod struct {
 	Pod    *corev1.Pod
 	Reason Reason
+	// Gang is the pod's gang when the gang as a whole was refused.
+	Gang *gang.Gang
 }
 
 // ScaleUpLimiter caps how far one node group may grow in this loop.
@@ -52,6 +55,14 @@ type ScaleUpLimiter interface {
 	// Planned records nodes this loop decided to add, so that the next group
 	// checked in the same loop sees them.
 	Planned(ctx context.Context, lc *LoopContext, group cloudprovider.NodeGroup, template *corev1.Node, count int)
+}
+
+// GangLimiter is a ScaleUpLimiter told of the gangs its headroom left
+// without nodes: a gang gets all the nodes it needs or none.
+type GangLimiter interface {
+	// GangCapped says that the headroom of group's last Headroom call was
+	// too small for g, which therefore gets no node of group.
+	GangCapped(ctx context.Context, lc *LoopContext, group cloudprovider.NodeGroup, g gang.Gang)
 }
 
 // ScaleUpStatusProcessor reports the outcome of a loop's scale-up.
@@ -129,6 +140,9 @@ type NoScaleUpInfo struct {
 	// the pods; Skipped are groups the pods fit but that may not grow, by group id.
 	Rejected map[string][]Reason
 	Skipped  map[string][]Reason
+	// Gang is set when the pods are a gang's, which takes new nodes for all
+	// its pods together or for none.
+	Gang *gang.Gang
 }
 
 // ScaleDownStatusProcessor reports the outcome of a loop's scale-down.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
@@ -32,7 +33,10 @@ type Deps struct {
 	Nodes    corelisters.NodeLister
 	Pods     corelisters.PodLister
 	// DaemonSets' pods are part of the templates; nil means none.
-	DaemonSets        appslisters.DaemonSetLister
+	DaemonSets appslisters.DaemonSetLister
+	// PodGroups looks up the Workload API's PodGroups, which name the size
+	// of a gang; nil where the API is not served.
+	PodGroups         func(namespace, name string) (*schedulingv1beta1.PodGroup, bool)
 	Framework         *simulator.Framework
 	Expander          expander.Strategy
 	Metrics           *metrics.Metrics
@@ -230,16 +234,23 @@ func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext,
 		pending = kept
 		refused = append(refused, r...)
 	}
+	pending, gangs, refusedGangs, err := a.gangsOf(ctx, pending)
+	if err != nil {
+		return nil, err
+	}
+	refused = append(refused, refusedGangs...)
 	snapshot := simulator.NewSnapshot(nodes, bound)
 	if err := addUpcoming(snapshot, state, lc.Templates); err != nil {
 		return nil, err
 	}
 	a.Framework.SetSnapshot(snapshot)
-	groups := groupPods(pending)
+	groups := assignGangs(groupPods(pending), gangs)
 	for _, g := range groups {
 		g.check = a.Framework.PreFilter(ctx, g.sample())
 	}
-	groups = placeOnExisting(ctx, groups, snapshot)
+	remaining := placeOnExisting(ctx, groups, snapshot)
+	placedOnFreeRoom(groups, remaining)
+	groups = remaining
 	status, err := a.scaleUp(ctx, lc, state, health, groups, snapshot)
 	if err != nil {
 		return nil, err

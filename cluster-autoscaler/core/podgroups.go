@@ -19,6 +19,8 @@ type podGroup struct {
 	id    int
 	pods  []*corev1.Pod
 	check *simulator.PodCheck
+	// gang is the gang whose pods these are, when they scale up together.
+	gang *gangUnit
 }
 
 func (g *podGroup) sample() *corev1.Pod { return g.pods[0] }
@@ -42,6 +44,9 @@ type schedulingKey struct {
 	SchedulerName     string
 	Volumes           []corev1.Volume
 	HostPorts         []corev1.ContainerPort
+	// SchedulingGroup names the pod's gang: pods of two gangs are never
+	// equivalent, whose nodes are decided gang by gang.
+	SchedulingGroup *corev1.PodSchedulingGroup
 }
 
 func keyOf(pod *corev1.Pod) uint64 {
@@ -58,6 +63,7 @@ func keyOf(pod *corev1.Pod) uint64 {
 		Priority:          pod.Spec.Priority,
 		SchedulerName:     pod.Spec.SchedulerName,
 		Volumes:           pod.Spec.Volumes,
+		SchedulingGroup:   pod.Spec.SchedulingGroup,
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		k.Controller = ref.UID

@@ -69,7 +69,7 @@ func (a *Autoscaler) scaleUp(ctx context.Context, lc *processors.LoopContext, st
 // similar to it. It returns the option chosen and each group's increase.
 func (a *Autoscaler) chooseIncreases(ctx context.Context, r *scaleUpRound, options []expander.Option) (*expander.Option, map[string]int) {
 	best := a.expander.BestOption(options)
-	if !a.opts.BalanceSimilarNodeGroups {
+	if !a.opts.BalanceSimilarNodeGroups || carriesGang(r.groups, best.Pods) {
 		return best, map[string]int{best.NodeGroup.Id(): best.NodeCount}
 	}
 	// The demand is the largest estimate among the similar groups: the best

@@ -45,6 +45,9 @@ func newScaleUpRound(ctx context.Context, lc *processors.LoopContext, state *clu
 	}
 	for i, g := range groups {
 		r.info[i] = processors.NoScaleUpInfo{Pods: g.pods, Rejected: map[string][]processors.Reason{}, Skipped: map[string][]processors.Reason{}}
+		if g.gang != nil {
+			r.info[i].Gang = &g.gang.gang
+		}
 		for _, p := range g.pods {
 			ep, err := estimator.NewPod(p, g.check, i)
 			if err != nil {
@@ -113,18 +116,16 @@ func (a *Autoscaler) estimateGroup(ctx context.Context, r *scaleUpRound, gs *clu
 		}
 		return nil, false, nil
 	}
-	var pods []estimator.Pod
-	for _, i := range passing {
-		pods = append(pods, r.prepared[i]...)
-	}
+	pods, gangs, units := r.estimatePods(id, passing)
 	newNode := func(i int) (fwk.NodeInfo, error) { return templateNodeInfo(template, id, fmt.Sprintf("new-%d", i)) }
-	est, err := estimator.Binpack(ctx, r.snapshot, pods, newNode, templateInfo, limit, a.opts.MaxNodeGroupBinpackingDuration)
+	est, err := estimator.BinpackGangs(ctx, r.snapshot, pods, gangs, newNode, templateInfo, limit, a.opts.MaxNodeGroupBinpackingDuration)
 	if err != nil {
 		return nil, false, fmt.Errorf("estimating node group %s: %w", id, err)
 	}
 	if len(capped) > 0 {
 		r.skipLeftOut(id, passing, est.Unscheduled, capped)
 	}
+	a.gangsLeftOut(ctx, r, gs, units, est.Gangs, capped)
 	if est.NodeCount == 0 {
 		return nil, true, nil
 	}

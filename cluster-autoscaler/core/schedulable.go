@@ -72,7 +72,7 @@ func placeOnExisting(ctx context.Context, groups []*podGroup, snapshot *simulato
 			}
 		}
 		if len(left) > 0 {
-			remaining = append(remaining, &podGroup{id: g.id, pods: left, check: g.check})
+			remaining = append(remaining, &podGroup{id: g.id, pods: left, check: g.check, gang: g.gang})
 		}
 	}
 	return remaining
