@@ -16,6 +16,7 @@ type Metrics struct {
 	limit, used, upcoming *prometheus.GaugeVec
 	valid                 *prometheus.GaugeVec
 	blockedTotal          *prometheus.CounterVec
+	gangSkippedTotal      *prometheus.CounterVec
 	// skipped is upstream's cluster_autoscaler_skipped_scale_events_count,
 	// shared with the autoscaler's registry.
 	skipped *prometheus.CounterVec
@@ -36,9 +37,13 @@ func NewMetrics(reg prometheus.Registerer, skipped *prometheus.CounterVec) *Metr
 			Namespace: "quotascale", Subsystem: "capacity_quota", Name: "scale_up_blocked_total",
 			Help: "Scale-ups of a node group capped or skipped because a CapacityQuota had no headroom on a resource.",
 		}, []string{"quota", "resource", "node_group"}),
+		gangSkippedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "quotascale", Subsystem: "capacity_quota", Name: "gang_scale_up_skipped_total",
+			Help: "Gangs given no node of a node group because a CapacityQuota allowed fewer nodes than the gang needs, by gang (namespace/name) and resource.",
+		}, []string{"quota", "resource", "gang"}),
 		skipped: skipped,
 	}
-	reg.MustRegister(m.limit, m.used, m.upcoming, m.valid, m.blockedTotal)
+	reg.MustRegister(m.limit, m.used, m.upcoming, m.valid, m.blockedTotal, m.gangSkippedTotal)
 	return m
 }
 

@@ -69,6 +69,9 @@ type Processor struct {
 	known     map[string]bool
 	lastEvent map[string]time.Time
 	devices   *nodeDevices
+	// exceeded are, per group, the quotas that held its last headroom of
+	// this loop below what was wanted, for GangCapped.
+	exceeded map[string][]capacity.Exceeded
 }
 
 var _ processors.ScaleUpLimiter = &Processor{}
@@ -163,6 +166,7 @@ func (p *Processor) StartLoop(ctx context.Context, lc *processors.LoopContext) e
 	p.refreshDevicesLocked(ctx)
 	p.upcoming = lc.Upcoming
 	p.planned = map[string]int{}
+	p.exceeded = map[string][]capacity.Exceeded{}
 	present := make(map[string]bool, len(lc.Groups))
 	for _, g := range lc.Groups {
 		present[g.Id()] = true
@@ -243,6 +247,9 @@ func (p *Processor) Headroom(ctx context.Context, lc *processors.LoopContext, gr
 	p.mu.Lock()
 	allowed, exceeded := p.set.AllowedDeltaFor(group.Id(), p.countedTemplate(ctx, lc, group.Id(), template), wanted)
 	p.known[group.Id()] = true
+	if p.exceeded != nil {
+		p.exceeded[group.Id()] = exceeded
+	}
 	p.mu.Unlock()
 	if allowed >= wanted {
 		return allowed, nil
