@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	k8sschedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
@@ -40,6 +41,9 @@ type Processor struct {
 	// when devices are not charged.
 	claimLister resourcelisters.ResourceClaimLister
 	classLister resourcelisters.DeviceClassLister
+	// PodGroups looks up the Workload API's PodGroups, which size gangs; nil
+	// where the API is not served (ACK's gang labels need no lookup).
+	PodGroups func(namespace, name string) (*k8sschedulingv1beta1.PodGroup, bool)
 
 	mu sync.Mutex
 	// tracker keeps the generation in force from one loop to the next, as
@@ -63,7 +67,7 @@ func New(trees cache.Store, pods corelisters.PodLister, schedulers []string) *Pr
 // Process keeps the pods their quota admits and refuses the rest, with CA-style
 // reasons and the numbers behind them.
 func (p *Processor) Process(ctx context.Context, _ *processors.LoopContext, pending []*corev1.Pod) ([]*corev1.Pod, []processors.RefusedPod, error) {
-	live, nominated, err := p.liveTree(ctx)
+	live, nominated, all, err := p.liveTree(ctx)
 	if err != nil || live == nil {
 		return pending, nil, err
 	}
@@ -84,8 +88,17 @@ func (p *Processor) Process(ctx context.Context, _ *processors.LoopContext, pend
 		}
 	}
 	sort.SliceStable(ordered, func(i, j int) bool { return admissionOrder(ordered[i], ordered[j]) })
+	gangs := newGangAdmission(p.PodGroups, all, ordered)
 	var refused []processors.RefusedPod
 	for _, pod := range ordered {
+		if d, ok := gangs.admit(scratch, pod); ok {
+			if d.refusal == nil {
+				kept = append(kept, pod)
+			} else {
+				refused = append(refused, processors.RefusedPod{Pod: pod, Reason: *d.refusal, Gang: &d.gang})
+			}
+			continue
+		}
 		verdict := live.admit(scratch, pod)
 		if verdict.Admitted() {
 			kept = append(kept, pod)
@@ -121,19 +134,20 @@ func admissionOrder(a, b *corev1.Pod) bool {
 
 // liveTree is the tree in force, chosen as the scheduler chooses it, charged
 // with the pods bound right now (and their devices, with WithClaims); and the
-// pending pods a reclaim nominated, from the same pass over the pods.
-func (p *Processor) liveTree(ctx context.Context) (*pass, []*corev1.Pod, error) {
+// pending pods a reclaim nominated, from the same pass over the pods; and all
+// the pods.
+func (p *Processor) liveTree(ctx context.Context) (*pass, []*corev1.Pod, []*corev1.Pod, error) {
 	inForce := p.inForce(ctx)
 	if inForce.Tree == nil {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	live, err := p.newPass(inForce.Tree.Uncharged())
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	pods, err := p.pods.List(labels.Everything())
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing pods: %w", err)
+		return nil, nil, nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var nominated []*corev1.Pod
 	for _, pod := range pods {
@@ -144,7 +158,7 @@ func (p *Processor) liveTree(ctx context.Context) (*pass, []*corev1.Pod, error) 
 			nominated = append(nominated, pod)
 		}
 	}
-	return live, nominated, nil
+	return live, nominated, pods, nil
 }
 
 // TreeInForce is the generation in force with its tree charged with the pods
@@ -152,7 +166,7 @@ func (p *Processor) liveTree(ctx context.Context) (*pass, []*corev1.Pod, error) 
 // nominated. Tree is nil when no tree is in force.
 func (p *Processor) TreeInForce(ctx context.Context) (elastic.TreeInForce, error) {
 	inForce := p.inForce(ctx)
-	live, _, err := p.liveTree(ctx)
+	live, _, _, err := p.liveTree(ctx)
 	inForce.Tree = nil
 	if live != nil {
 		inForce.Tree = live.tree

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/quotascale/quotascale/processors"
+	"github.com/quotascale/quotascale/quota/gang"
 )
 
 // Event reasons on pods, as upstream names them.
@@ -40,14 +41,24 @@ func (e *EventProcessor) Process(_ context.Context, _ *processors.LoopContext, s
 		}
 	}
 	for _, info := range s.PodsRemainUnschedulable {
-		msg := NoScaleUpMessage(info)
+		msg := NoScaleUpMessage(info) + GangContext(info.Gang)
 		for _, p := range info.Pods {
 			e.Recorder.Event(p, corev1.EventTypeNormal, EventNotTriggerScaleUp, msg)
 		}
 	}
 	for _, r := range s.Refused {
-		e.Recorder.Event(r.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, "pod didn't trigger scale-up: "+r.Reason.Message)
+		e.Recorder.Event(r.Pod, corev1.EventTypeNormal, EventNotTriggerScaleUp, "pod didn't trigger scale-up: "+r.Reason.Message+GangContext(r.Gang))
 	}
+}
+
+// GangContext follows upstream's reasons with the gang whose pods take new
+// nodes together, e.g. " (gang ml/train: 3 pods scale up together)"; it is
+// empty for pods of no gang, whose messages stay upstream's.
+func GangContext(g *gang.Gang) string {
+	if g == nil {
+		return ""
+	}
+	return fmt.Sprintf(" (gang %s: %d pods scale up together)", g.Key, g.MinCount)
 }
 
 // IncreasesString renders increases as upstream does: [{group 3->5 (max: 10)}].

@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/processors"
+	"github.com/quotascale/quotascale/quota/gang"
 )
 
 // VisibilityLogger is the logger name of visibility entries, so they can be told
@@ -150,6 +151,24 @@ type UnhandledPodGroup struct {
 	// PodRefusal is set when the pods were ruled out before any node group was
 	// considered, e.g. by their ElasticQuotaTree.
 	PodRefusal *Reason `json:"podRefusal,omitempty"`
+	// Gang is set when the pods are a gang's, which gets new nodes for all
+	// its pods together or none.
+	Gang *GangRef `json:"gang,omitempty"`
+}
+
+// GangRef names a gang: a Workload API PodGroup or ACK's gang labels.
+type GangRef struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	MinCount  int32  `json:"minCount"`
+}
+
+func gangRef(g *gang.Gang) *GangRef {
+	if g == nil {
+		return nil
+	}
+	return &GangRef{Kind: string(g.Key.Kind), Namespace: g.Key.Namespace, Name: g.Key.Name, MinCount: g.MinCount}
 }
 
 // PodGroup is a sample pod and how many pods it stands for.
@@ -289,6 +308,7 @@ func noScaleUp(lc *processors.LoopContext, s *processors.ScaleUpStatus) *NoScale
 			PodGroup:           PodGroup{SamplePod: podRef(info.Pods[0]), TotalPodCount: len(info.Pods)},
 			RejectedNodeGroups: groupReasons(lc, info.Rejected),
 			SkippedNodeGroups:  groupReasons(lc, info.Skipped),
+			Gang:               gangRef(info.Gang),
 		}
 		for id, reasons := range info.Skipped {
 			if skipped[id] == nil {
@@ -304,6 +324,7 @@ func noScaleUp(lc *processors.LoopContext, s *processors.ScaleUpStatus) *NoScale
 		out.UnhandledPodGroups = append(out.UnhandledPodGroups, UnhandledPodGroup{
 			PodGroup:   PodGroup{SamplePod: podRef(r.Pod), TotalPodCount: 1},
 			PodRefusal: &Reason{MessageID: r.Reason.MessageID, Parameters: r.Reason.Parameters},
+			Gang:       gangRef(r.Gang),
 		})
 	}
 	byGroup := map[string][]processors.Reason{}

@@ -84,6 +84,15 @@ type gkeUnhandledPodGroup struct {
 	RejectedMigs []gkeMigReason `json:"rejectedMigs,omitempty"`
 	// PodRefusal has no GKE counterpart: pods an ElasticQuotaTree rules out.
 	PodRefusal *Reason `json:"podRefusal,omitempty"`
+	// Gang has no GKE counterpart either: the gang whose pods scale up
+	// together, with the MIGs that would take them but may not add the
+	// nodes it needs (GKE lists skipped MIGs for the whole entry only).
+	Gang *gkeGang `json:"gang,omitempty"`
+}
+
+type gkeGang struct {
+	GangRef
+	SkippedMigs []gkeMigReason `json:"skippedMigs,omitempty"`
 }
 
 type gkeNoScaleDown struct {
@@ -197,9 +206,11 @@ func gkeScaleDownOf(s *ScaleDownDecision, eventID string) (*gkeScaleDown, []gkeR
 func gkeNoScaleUpOf(s *NoScaleUp) *gkeNoScaleUp {
 	out := &gkeNoScaleUp{SkippedMigs: gkeMigReasons(s.SkippedNodeGroups), UnhandledPodGroupsTotalCount: s.UnhandledPodGroupsTotalCount}
 	for _, g := range s.UnhandledPodGroups {
-		out.UnhandledPodGroups = append(out.UnhandledPodGroups, gkeUnhandledPodGroup{
-			PodGroup: g.PodGroup, RejectedMigs: gkeMigReasons(g.RejectedNodeGroups), PodRefusal: g.PodRefusal,
-		})
+		u := gkeUnhandledPodGroup{PodGroup: g.PodGroup, RejectedMigs: gkeMigReasons(g.RejectedNodeGroups), PodRefusal: g.PodRefusal}
+		if g.Gang != nil {
+			u.Gang = &gkeGang{GangRef: *g.Gang, SkippedMigs: gkeMigReasons(g.SkippedNodeGroups)}
+		}
+		out.UnhandledPodGroups = append(out.UnhandledPodGroups, u)
 	}
 	return out
 }
