@@ -96,6 +96,13 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	if err != nil {
 		return nil, err
 	}
+	pgs, err := podGroups(c)
+	if err != nil {
+		return nil, err
+	}
+	if quotas.trees != nil {
+		quotas.trees.PodGroups = pgs
+	}
 	visibility, err := openVisibilityLog(ctx, opts.VisibilityLogFile, status.VisibilityFormat(opts.VisibilityLogFormat))
 	if err != nil {
 		return nil, err
@@ -110,6 +117,7 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		Provider:                  provider,
 		Nodes:                     nodes.Lister(),
 		Pods:                      pods.Lister(),
+		PodGroups:                 pgs,
 		DaemonSets:                c.factory.Apps().V1().DaemonSets().Lister(),
 		Framework:                 fw,
 		Expander:                  strategy,

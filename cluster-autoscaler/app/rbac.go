@@ -60,7 +60,7 @@ var watch = []string{"list", "watch"}
 // Cluster API management cluster (the workload cluster too unless
 // --cloud-config or --clusterapi-cloud-config-authoritative says otherwise).
 // Upstream's chart's ClusterRole and Role grant all of it but the
-// ElasticQuotaTree, ResourceFlavor and DeviceTaintRule reads (the CapacityQuota
+// ElasticQuotaTree, ResourceFlavor, PodGroup and DeviceTaintRule reads (the CapacityQuota
 // rules too before chart 9.59.0; for clusterapi, patching Machines and scaling
 // MachineSets; for kwok, its state ConfigMap), which
 // docs/migrating-from-upstream.md lists.
@@ -70,6 +70,8 @@ func RequiredAccess(opts config.Options) (workload, management []Access) {
 		each(watch, "", "nodes", "pods", "namespaces", "services", "replicationcontrollers", "persistentvolumes", "persistentvolumeclaims"),
 		each(watch, "apps", "daemonsets", "replicasets", "statefulsets"),
 		each(watch, "policy", "poddisruptionbudgets"),
+		// The Workload API's PodGroups size gangs; watched only where served.
+		each(watch, "scheduling.k8s.io", "podgroups"),
 		each(watch, "storage.k8s.io", "storageclasses", "csinodes", "csidrivers", "csistoragecapacities", "volumeattachments"),
 		each(watch, "resource.k8s.io", "resourceclaims", "resourceslices", "deviceclasses"),
 		[]Access{
