@@ -121,7 +121,9 @@ func cpuQuota(t *testing.T, cpu string) processors.ScaleUpLimiter {
 		},
 	}
 	limiter, err := capacityquota.New(capacityquota.Options{Enabled: true},
-		func() ([]*autoscalingv1beta1.CapacityQuota, error) { return []*autoscalingv1beta1.CapacityQuota{quota}, nil },
+		func() ([]*autoscalingv1beta1.CapacityQuota, error) {
+			return []*autoscalingv1beta1.CapacityQuota{quota}, nil
+		},
 		nil, nil, capacityquota.NewMetrics(prometheus.NewRegistry(), nil))
 	if err != nil {
 		t.Fatal(err)
