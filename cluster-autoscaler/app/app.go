@@ -119,6 +119,7 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 		Pods:                      pods.Lister(),
 		PodGroups:                 pgs,
 		DaemonSets:                c.factory.Apps().V1().DaemonSets().Lister(),
+		ResourceSlices:            c.factory.Resource().V1().ResourceSlices().Lister(),
 		Framework:                 fw,
 		Expander:                  strategy,
 		Metrics:                   process.Metrics,

@@ -13,6 +13,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
@@ -36,7 +37,10 @@ type Deps struct {
 	DaemonSets appslisters.DaemonSetLister
 	// PodGroups looks up the Workload API's PodGroups, which name the size
 	// of a gang; nil where the API is not served.
-	PodGroups         func(namespace, name string) (*schedulingv1beta1.PodGroup, bool)
+	PodGroups func(namespace, name string) (*schedulingv1beta1.PodGroup, bool)
+	// ResourceSlices of a group's example node are part of its template; nil
+	// means none (Dynamic Resource Allocation off).
+	ResourceSlices    resourcelisters.ResourceSliceLister
 	Framework         *simulator.Framework
 	Expander          expander.Strategy
 	Metrics           *metrics.Metrics

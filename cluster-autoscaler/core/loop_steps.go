@@ -7,12 +7,14 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
 	"github.com/quotascale/quotascale/cluster-autoscaler/metrics"
+	"github.com/quotascale/quotascale/pkg/devices"
 	"github.com/quotascale/quotascale/processors"
 	"github.com/quotascale/quotascale/quota/resources"
 )
@@ -151,7 +153,15 @@ func (a *Autoscaler) loopContext(ctx context.Context, state *clusterstate.State,
 		}
 		return ""
 	}
+	var slices []*resourcev1.ResourceSlice
+	if a.ResourceSlices != nil {
+		var err error
+		if slices, err = a.ResourceSlices.List(labels.Everything()); err != nil {
+			return nil, fmt.Errorf("listing resource slices: %w", err)
+		}
+	}
 	tmpl := newTemplates(a.taints, a.opts.ForceDaemonSets, nodes, groupOf, bound, daemonsets)
+	tmpl.slices = devices.CurrentByNode(slices)
 	for _, gs := range state.Groups {
 		lc.Groups = append(lc.Groups, gs.Group)
 		lc.Upcoming[gs.Group.Id()] = gs.Upcoming
@@ -163,7 +173,7 @@ func (a *Autoscaler) loopContext(ctx context.Context, state *clusterstate.State,
 		if a.opts.ScaleFromUnschedulable && t.Node.Spec.Unschedulable {
 			// Upstream's --scale-from-unschedulable: a template's
 			// spec.unschedulable does not keep pods off new nodes.
-			t = &cloudprovider.NodeInfo{Node: t.Node.DeepCopy(), Pods: t.Pods}
+			t = &cloudprovider.NodeInfo{Node: t.Node.DeepCopy(), Pods: t.Pods, ResourceSlices: t.ResourceSlices}
 			t.Node.Spec.Unschedulable = false
 		}
 		lc.Templates[gs.Group.Id()] = t

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -40,6 +41,8 @@ type templates struct {
 	good     map[string]bool
 	podsOn   map[string][]*corev1.Pod
 	ds       []*appsv1.DaemonSet
+	// slices are the nodes' current node-local ResourceSlices, by node.
+	slices map[string][]*resourcev1.ResourceSlice
 }
 
 func newTemplates(tc nodetemplate.TaintConfig, forceDS bool, nodes []*corev1.Node, groupOf func(*corev1.Node) string,
@@ -76,7 +79,8 @@ func (t *templates) forGroup(ctx context.Context, g cloudprovider.NodeGroup) (*c
 	}
 	node := base.Node.DeepCopy()
 	node.Spec.Taints = nodetemplate.SanitizeTaints(node.Spec.Taints, t.taints)
-	return &cloudprovider.NodeInfo{Node: node, Pods: append(append([]*corev1.Pod(nil), base.Pods...), t.daemonPods(ctx, node, nil)...)}, nil
+	return &cloudprovider.NodeInfo{Node: node, Pods: append(append([]*corev1.Pod(nil), base.Pods...), t.daemonPods(ctx, node, nil)...),
+		ResourceSlices: base.ResourceSlices}, nil
 }
 
 // fromExample is the template made from a node of the group. It keeps the
@@ -104,7 +108,7 @@ func (t *templates) fromExample(ctx context.Context, ex *corev1.Node) *cloudprov
 			pods = append(pods, p)
 		}
 	}
-	return &cloudprovider.NodeInfo{Node: node, Pods: pods}
+	return &cloudprovider.NodeInfo{Node: node, Pods: pods, ResourceSlices: nodetemplate.ResourceSlicesFor(t.slices[ex.Name], ex.Name, node.Name)}
 }
 
 // daemonPods are the pods of the DaemonSets, other than those in skip, that

@@ -9,10 +9,13 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/pkg/devices"
 	"github.com/quotascale/quotascale/pkg/nodetemplate"
 	"github.com/quotascale/quotascale/pkg/nodetemplate/nodetemplatetest"
 )
@@ -140,5 +143,30 @@ func TestTemplateWithoutAGoodNode(t *testing.T) {
 	if _, err := newTemplates(newTaintConfig(opts), false, nil, groupOf, nil, nil).forGroup(context.Background(),
 		notImplementedGroup{&fakeGroup{id: "g"}}); !errors.Is(err, cloudprovider.ErrNotImplemented) {
 		t.Errorf("no node and no provider template: error %v, want ErrNotImplemented", err)
+	}
+}
+
+// TestTemplateFromExistingNodeCarriesItsSlices: a template made from a node
+// of the group comes with that node's current node-local ResourceSlices (not
+// another node's, not a stale generation), so that the template's devices
+// are the ones a new node publishes.
+func TestTemplateFromExistingNodeCarriesItsSlices(t *testing.T) {
+	n := node("real-1", "g", "8", "32Gi")
+	slice := func(name, node string, generation int64) *resourcev1.ResourceSlice {
+		return &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name, UID: "uid-" + types.UID(name)},
+			Spec: resourcev1.ResourceSliceSpec{Driver: "gpu.example.com", NodeName: &node,
+				Pool:    resourcev1.ResourcePool{Name: node, Generation: generation, ResourceSliceCount: 1},
+				Devices: []resourcev1.Device{{Name: "device-0"}, {Name: "device-1"}}}}
+	}
+	tmpl := newTemplates(newTaintConfig(config.Defaults()), false, []*corev1.Node{n}, func(*corev1.Node) string { return "g" }, nil, nil)
+	tmpl.slices = devices.CurrentByNode([]*resourcev1.ResourceSlice{slice("real-1-old", "real-1", 1), slice("real-1-gpu", "real-1", 2), slice("other-gpu", "other", 5)})
+	got, err := tmpl.forGroup(context.Background(), &fakeGroup{id: "g"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := slice("real-1-gpu", "real-1", 2)
+	want.UID = ""
+	if diff := cmp.Diff([]*resourcev1.ResourceSlice{want}, got.ResourceSlices); diff != "" {
+		t.Errorf("template slices (-want +got):\n%s", diff)
 	}
 }
