@@ -36,8 +36,8 @@ type Env struct {
 }
 
 // Run applies the seeds' manifests verbatim, prints them the way kubectl get does,
-// then plays seed 000's borrow-and-reclaim sequence and seed 001's quota-capped
-// scale-up.
+// then plays seed 000's borrow-and-reclaim sequence, a gang that waits whole
+// and runs whole after reclaim, and seed 001's quota-capped scale-up.
 func Run(ctx context.Context, env Env, out io.Writer) error {
 	c := env.Cluster
 	section(out, "Applying seed 000's ElasticQuotaTree, its spot ResourceFlavor and seed 001's CapacityQuotas, unchanged")
@@ -64,6 +64,9 @@ func Run(ctx context.Context, env Env, out io.Writer) error {
 		}
 	}
 	if err := playElasticQuotaTree(ctx, c, out); err != nil {
+		return err
+	}
+	if err := playGang(ctx, c, out); err != nil {
 		return err
 	}
 	return playCapacityQuota(ctx, env, out)
