@@ -36,8 +36,9 @@ const (
 
 // playGang shows a gang waiting whole, holding no quota, while its leaf's min
 // is lent out, and then running whole once reclaim has taken back what the
-// whole gang needs, and no more. Watched throughout, the gang is never partly
-// bound.
+// whole gang needs, and no more. The gang's pods pass Permit together; the
+// scheduler then binds them one by one, so a watcher may catch a binding in
+// progress, never a gang left partly bound.
 func playGang(ctx context.Context, c *localcluster.Cluster, out io.Writer) error {
 	section(out, "Gangs: a gang waits whole while its leaf is lent out, then runs whole after reclaim")
 	for _, ns := range seedNamespaces {
@@ -84,7 +85,7 @@ func playGangReclaim(ctx context.Context, c *localcluster.Cluster, out io.Writer
 	fmt.Fprintf(out, "\nIts last pod created; the gang asks 9 cpu at once. Watched until it runs:\n")
 	fmt.Fprintf(out, "%-14s %s\n", "gang bound", "namespace3 running")
 	last := ""
-	var partial error
+	partial := false
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		bound, err := countPods(ctx, c, gangNamespace, func(p *corev1.Pod) bool { return p.Spec.NodeName != "" })
 		if err != nil {
@@ -98,16 +99,14 @@ func playGangReclaim(ctx context.Context, c *localcluster.Cluster, out io.Writer
 			fmt.Fprintln(out, line)
 			last = line
 		}
-		if bound != 0 && bound != gangSize && partial == nil {
-			partial = fmt.Errorf("the gang was seen with %d of its %d pods bound", bound, gangSize)
-		}
+		partial = partial || (bound != 0 && bound != gangSize)
 		return bound == gangSize, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for gang %s/%s to be bound: %w", gangNamespace, gangName, err)
 	}
-	if partial != nil {
-		return partial
+	if partial {
+		fmt.Fprintln(out, "(A count between 0 and 3 is the binding in progress: the 3 pods passed Permit together, and the scheduler binds them one by one.)")
 	}
 	fmt.Fprintln(out, "Reclaim took back from namespace3 what the whole gang needed, then all 3 pods were bound together.")
 	return printExplainVerdict(ctx, c, out)
