@@ -78,6 +78,10 @@ func run() error {
 		}
 		defer groups.Stop()
 		env.Autoscaler = groups.Autoscaler
+		// A --visibility-log-file after -- is where the autoscaler writes.
+		if groups.Options != nil && groups.Options.VisibilityLogFile != "" {
+			env.VisibilityLog = groups.Options.VisibilityLogFile
+		}
 		if fl.capi {
 			env.ClusterAPINamespace = localcluster.LocalUpClusterAPINamespace
 		}

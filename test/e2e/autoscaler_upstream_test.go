@@ -441,6 +441,8 @@ func TestMissingRBACExits(t *testing.T) {
 		want: []string{
 			"list elasticquotatrees.scheduling.sigs.k8s.io", "watch elasticquotatrees.scheduling.sigs.k8s.io",
 			"list resourceflavors.kueue.x-k8s.io", "watch resourceflavors.kueue.x-k8s.io",
+			// localcluster serves the Workload API.
+			"list podgroups.scheduling.k8s.io", "watch podgroups.scheduling.k8s.io",
 			// DRADeviceTaintRules is on by default.
 			"list devicetaintrules.resource.k8s.io", "watch devicetaintrules.resource.k8s.io",
 			"patch machines.cluster.x-k8s.io",
