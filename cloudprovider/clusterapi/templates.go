@@ -66,7 +66,7 @@ func (inf *watchers) template(apiGroup, kind, namespace, name string, wait bool)
 			if watchErr == nil {
 				return nil, errTemplateNotSynced
 			}
-			err := fmt.Errorf("the infrastructure machine templates of kind %s cannot be listed: %w", gk, watchErr)
+			err := fmt.Errorf("the infrastructure objects of kind %s cannot be listed: %w", gk, watchErr)
 			inf.backOff(gk, tk, err)
 			return nil, err
 		}
@@ -103,7 +103,7 @@ func (inf *watchers) templateKind(gk schema.GroupKind) (*templateKind, error) {
 		return tk, nil
 	}
 	if now := time.Now(); now.Before(tk.until) {
-		err := fmt.Errorf("the infrastructure machine templates of kind %s are not readable, not retried until %s: %w",
+		err := fmt.Errorf("the infrastructure objects of kind %s are not readable, not retried until %s: %w",
 			gk, tk.until.UTC().Format(time.RFC3339), tk.lastError())
 		inf.mu.Unlock()
 		return nil, err
@@ -150,7 +150,7 @@ func (inf *watchers) waitForTemplates(gk schema.GroupKind, tk *templateKind) err
 	inf.mu.Lock()
 	cause := tk.lastError()
 	inf.mu.Unlock()
-	err := fmt.Errorf("the infrastructure machine templates of kind %s did not sync within %s: %w", gk, templateSyncWait, cause)
+	err := fmt.Errorf("the infrastructure objects of kind %s did not sync within %s: %w", gk, templateSyncWait, cause)
 	inf.backOff(gk, tk, err)
 	return err
 }
@@ -163,7 +163,7 @@ func (inf *watchers) backOff(gk schema.GroupKind, tk *templateKind, err error) {
 	backoff = min(backoff, templateMaxBackoff)
 	tk.until = time.Now().Add(backoff)
 	inf.mu.Unlock()
-	klog.FromContext(inf.ctx).Info("Cannot read infrastructure machine templates; groups of this kind use their capacity annotations only",
+	klog.FromContext(inf.ctx).Info("Cannot read infrastructure objects of this kind; groups whose machine templates are of this kind use their capacity annotations only, and pending Machines whose infrastructure machines are of this kind keep a placeholder provider ID",
 		"kind", gk.String(), "backoff", backoff, "err", err.Error())
 }
 

@@ -64,7 +64,7 @@ func TestUnreadableTemplateKind(t *testing.T) {
 	}
 	defer func() { _ = p.Cleanup() }()
 
-	const failure = "Cannot read infrastructure machine templates"
+	const failure = "Cannot read infrastructure objects of this kind"
 	loop := func() {
 		t.Helper()
 		if err := p.Refresh(); err != nil {

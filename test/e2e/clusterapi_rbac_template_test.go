@@ -126,7 +126,7 @@ func TestClusterAPIUnreadableTemplateKind(t *testing.T) {
 	}
 	waitUnschedulable(t, ctx, e.ns, groups)
 
-	const failure = "Cannot read infrastructure machine templates"
+	const failure = "Cannot read infrastructure objects of this kind"
 	var durations []time.Duration
 	started := time.Now()
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
