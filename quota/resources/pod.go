@@ -11,11 +11,83 @@ import (
 // pod-level resources and overhead; the options mirror the kube-scheduler's
 // defaults at v1.37 (in-place resize is GA, so allocated status resources win
 // during a resize, and pod-level resources are honoured).
+//
+// A pod whose status reports no resources (every pending pod) is computed
+// from its spec alone: the status-aware computation would aggregate the spec
+// three times (spec, allocated, actuated) and take their maximum, the spec,
+// at three times the cost.
 func PodRequests(pod *corev1.Pod) corev1.ResourceList {
 	return resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{
-		UseStatusResources: true,
+		UseStatusResources: !requestsFromSpec(pod),
 		InPlacePodLevelResourcesVerticalScalingEnabled: true,
 	})
+}
+
+// requestsFromSpec reports whether PodRequests reads nothing of the pod's
+// status: it reports no allocated or actuated resources, for the pod or any
+// container, and no infeasible resize (which drops the spec's requests).
+func requestsFromSpec(pod *corev1.Pod) bool {
+	if pod.Status.Resources != nil || pod.Status.AllocatedResources != nil {
+		return false
+	}
+	for _, statuses := range [][]corev1.ContainerStatus{pod.Status.ContainerStatuses, pod.Status.InitContainerStatuses} {
+		for i := range statuses {
+			if statuses[i].AllocatedResources != nil || statuses[i].Resources != nil {
+				return false
+			}
+		}
+	}
+	return !resourcehelper.IsPodResizeInfeasible(pod)
+}
+
+// SameRequests reports whether PodRequests(a) equals PodRequests(b) because
+// everything it reads is equal: both are computed from their spec alone, and
+// the containers', init containers' and pod-level requests, the init
+// containers' restart policies and the overhead are the same. It is the cheap
+// check, a few comparisons, that lets a caller keep requests it computed for
+// an earlier version of the same pod; false says only "compute again".
+func SameRequests(a, b *corev1.Pod) bool {
+	if !requestsFromSpec(a) || !requestsFromSpec(b) ||
+		!sameContainerRequests(a.Spec.Containers, b.Spec.Containers) ||
+		!sameContainerRequests(a.Spec.InitContainers, b.Spec.InitContainers) ||
+		!sameList(a.Spec.Overhead, b.Spec.Overhead) {
+		return false
+	}
+	ra, rb := a.Spec.Resources, b.Spec.Resources
+	if ra == nil || rb == nil {
+		return ra == nil && rb == nil
+	}
+	return sameList(ra.Requests, rb.Requests)
+}
+
+func sameContainerRequests(a, b []corev1.Container) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if restartable(&a[i]) != restartable(&b[i]) || !sameList(a[i].Resources.Requests, b[i].Resources.Requests) {
+			return false
+		}
+	}
+	return true
+}
+
+func restartable(c *corev1.Container) bool {
+	return c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways
+}
+
+// sameList compares amounts, not their formatting: 1 and 1000m are the same.
+func sameList(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, qa := range a {
+		qb, ok := b[name]
+		if !ok || qa.Cmp(qb) != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // PodFinished says whether a pod has run to completion (Succeeded or Failed):
