@@ -105,6 +105,7 @@ clean:
 ## bench: the performance suites of docs/performance.md, benchstat-ready, into
 ## $(BENCH_OUT) and stdout; under 20 minutes on 2 cores.
 ##   P1 CapacityQuota check and P2 tree admission: ./quota/... x$(BENCH_COUNT)
+##   P2 the plugin's PreFilter, cycle and whole:    ./scheduler/capacityscheduling x$(BENCH_COUNT)
 ##   P3 autoscaler loop with its quota share:     ./cluster-autoscaler/core x$(BENCH_COUNT)
 ##   P2 scheduler throughput, plugin on and off:   ./test/bench x$(BENCH_CLUSTER_COUNT)
 ##      (each iteration schedules thousands of pods on the in-process control
@@ -129,6 +130,7 @@ bench: .SHELLFLAGS := -o pipefail -c
 bench:
 	@rm -f $(BENCH_OUT)
 	$(call bench_suite,-bench=. -count=$(BENCH_COUNT) ./quota/...)
+	$(call bench_suite,-bench=PreFilter -count=$(BENCH_COUNT) ./scheduler/capacityscheduling)
 	$(call bench_suite,-bench=RunOnce -count=$(BENCH_COUNT) ./cluster-autoscaler/core)
 	$(call bench_suite,-bench=SchedulerThroughput -count=$(BENCH_CLUSTER_COUNT) -benchtime=1x ./test/bench)
 	$(GO) run ./hack/benchplot -in $(BENCH_OUT) -out $(BENCH_PLOTS)

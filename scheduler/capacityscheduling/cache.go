@@ -169,13 +169,16 @@ func (c *quotaCache) requestLocked(pod *corev1.Pod) elastic.Request {
 // finds them. The scheduler's queue receives the same object from the same
 // informer; when it gets there first, requestLocked computes them instead.
 // The computation runs outside the lock, which the scheduling cycle shares.
-func (c *quotaCache) notePending(pod *corev1.Pod) {
+//
+// An update that leaves the requests as they were (a failed attempt's
+// PodScheduled condition, a label) keeps those of the version before, old.
+func (c *quotaCache) notePending(old, pod *corev1.Pod) {
 	c.mu.Lock()
 	governed := false
 	if c.tree != nil {
 		_, governed = c.tree.LeafFor(pod.Namespace)
 	}
-	known := c.requests[pod.UID].pod == pod
+	known := c.adoptRequestsLocked(old, pod)
 	c.mu.Unlock()
 	if !governed || known {
 		return
@@ -199,23 +202,27 @@ func (c *quotaCache) exportMetrics() {
 }
 
 // updatePod follows a pod through its life: charged once it is assigned,
-// released when it finishes (elastic.Charged).
-func (c *quotaCache) updatePod(pod *corev1.Pod) {
+// released when it finishes (elastic.Charged). old is the version the informer
+// delivered before pod, nil for an add: what pod is charged is computed again
+// only when it may differ from what old was charged.
+func (c *quotaCache) updatePod(old, pod *corev1.Pod) {
 	if pod.Spec.NodeName == "" {
 		if _, inGang := gang.RefOf(pod); inGang {
 			c.mu.Lock()
 			c.followGangLocked(pod)
 			c.mu.Unlock()
 		}
-		c.notePending(pod)
+		c.notePending(old, pod)
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.followGangLocked(pod)
 	// Bound: the scheduler is done with it, whether or not a tree is in force.
+	// The requests computed for its pending version charge it, then go.
 	delete(c.refused, pod.UID)
-	delete(c.requests, pod.UID)
+	c.adoptRequestsLocked(old, pod)
+	defer delete(c.requests, pod.UID)
 	if c.tree == nil {
 		return
 	}
@@ -229,9 +236,41 @@ func (c *quotaCache) updatePod(pod *corev1.Pod) {
 		c.reclaimLocked(c.holds[pod.UID].leaf, reclaimPlaced)
 		c.endHoldLocked(pod.UID)
 	}
+	if old != nil && sameCharge(old, pod) && c.tree.Tracks(pod.UID) {
+		return
+	}
 	if c.chargePodLocked(c.tree, pod) {
 		c.changed = true
 	}
+}
+
+// adoptRequestsLocked makes the requests computed for old serve pod, a later
+// version of the same pod, when everything they were computed from is
+// unchanged. It reports whether pod's requests are known.
+func (c *quotaCache) adoptRequestsLocked(old, pod *corev1.Pod) bool {
+	r, ok := c.requests[pod.UID]
+	switch {
+	case !ok:
+		return false
+	case r.pod == pod:
+		return true
+	case old == nil || r.pod != old || !resources.SameRequests(old, pod):
+		return false
+	}
+	r.pod = pod
+	c.requests[pod.UID] = r
+	return true
+}
+
+// sameCharge says that an update of a charged pod leaves its charge as it
+// was: the pod stays on its node, charged, and leaving or not as before; it
+// has no claims, whose status could have moved; and its requests are the
+// same. The kubelet's status updates of running pods are of this kind.
+func sameCharge(old, pod *corev1.Pod) bool {
+	return elastic.Charged(old) && old.Spec.NodeName == pod.Spec.NodeName &&
+		elastic.Leaving(old) == elastic.Leaving(pod) &&
+		len(old.Spec.ResourceClaims) == 0 && len(pod.Spec.ResourceClaims) == 0 &&
+		resources.SameRequests(old, pod)
 }
 
 func (c *quotaCache) deletePod(pod *corev1.Pod) {

@@ -124,7 +124,7 @@ func TestGangReservation(t *testing.T) {
 		}
 	}
 	for _, p := range job {
-		h.plugin.cache.updatePod(bound(p))
+		h.plugin.cache.updatePod(nil, bound(p))
 	}
 	if got := h.usedCPU("team-a"); got != "8" {
 		t.Errorf("gang bound: team-a used %s, want 8", got)
@@ -137,7 +137,7 @@ func TestGangReservation(t *testing.T) {
 	}
 	// A fifth member, beyond min-available, is judged alone: 2 more than 8.
 	extra := ackGang("team-a", "job", "4", 5, "2")[4]
-	h.plugin.cache.updatePod(extra)
+	h.plugin.cache.updatePod(nil, extra)
 	if _, status := h.preFilter(extra); status.Code() != fwk.UnschedulableAndUnresolvable || strings.Contains(status.Message(), "gang") {
 		t.Errorf("a member past min-available: %v, want refused alone", status)
 	}

@@ -17,8 +17,8 @@ import (
 // returns the HasSynced of the tree and flavor handlers' registrations.
 func (p *Plugin) registerHandlers(logger klog.Logger, pods, flavors cache.SharedIndexInformer) ([]cache.InformerSynced, error) {
 	reg, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { p.onPod(obj) },
-		UpdateFunc: func(_, obj any) { p.onPod(obj) },
+		AddFunc:    func(obj any) { p.onPod(nil, obj) },
+		UpdateFunc: func(old, obj any) { p.onPod(old, obj) },
 		DeleteFunc: func(obj any) {
 			if pod := podOf(obj); pod != nil {
 				p.cache.deletePod(pod)
@@ -63,9 +63,11 @@ func (p *Plugin) registerHandlers(logger klog.Logger, pods, flavors cache.Shared
 	return []cache.InformerSynced{treesReg.HasSynced, flavorsReg.HasSynced}, nil
 }
 
-func (p *Plugin) onPod(obj any) {
+// onPod handles an added pod (old is nil) or an updated one.
+func (p *Plugin) onPod(old, obj any) {
 	if pod := podOf(obj); pod != nil {
-		p.cache.updatePod(pod)
+		before, _ := old.(*corev1.Pod)
+		p.cache.updatePod(before, pod)
 		p.warnBadGang(pod)
 	}
 }

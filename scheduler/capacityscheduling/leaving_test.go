@@ -28,7 +28,7 @@ func TestPreemptionCountsLeavingPodsAsGone(t *testing.T) {
 			if slices.Contains(leaving, p.Name) {
 				deleting := p.DeepCopy()
 				deleting.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-				h.plugin.cache.updatePod(deleting)
+				h.plugin.cache.updatePod(nil, deleting)
 			}
 		}
 		state, _ := h.preFilter(preemptor)

@@ -234,7 +234,7 @@ func TestReserve(t *testing.T) {
 				case "unreserve":
 					h.plugin.Unreserve(h.ctx, states[s.pod.Name], s.pod, "n1")
 				case "informer":
-					h.plugin.cache.updatePod(s.pod)
+					h.plugin.cache.updatePod(nil, s.pod)
 				}
 				if status.Code() != s.wantCode {
 					t.Errorf("step %d (%s %s): %v, want %v", i, s.do, s.pod.Name, status, s.wantCode)
@@ -282,7 +282,7 @@ func TestHolds(t *testing.T) {
 				case "bound":
 					bound := preemptor.DeepCopy()
 					bound.Spec.NodeName = "n1"
-					h.plugin.cache.updatePod(bound)
+					h.plugin.cache.updatePod(nil, bound)
 				case "deleted":
 					h.plugin.cache.deletePod(preemptor)
 				case "sweep-early":

@@ -61,7 +61,7 @@ func deliverPods(t *testing.T, c *quotaCache, store cache.Indexer, pods []*corev
 		if err := store.Update(p); err != nil {
 			t.Fatal(err)
 		}
-		c.updatePod(p)
+		c.updatePod(nil, p)
 	}
 	for _, obj := range store.List() {
 		if p := obj.(*corev1.Pod); !present[p.UID] {
