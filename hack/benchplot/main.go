@@ -25,7 +25,7 @@ import (
 
 func main() {
 	in := flag.String("in", "bench.out", "benchmark output to read")
-	out := flag.String("out", "docs/perf", "directory the SVG files are written to")
+	out := flag.String("out", "bench-plots", "directory the SVG files are written to")
 	flag.Parse()
 	written, err := run(*in, *out)
 	for _, name := range written {
@@ -62,7 +62,7 @@ type figure struct {
 
 var figures = []figure{
 	{
-		file: "loop.svg", title: "Autoscaler loop (30 pods a node)", yLabel: "loop time (s)",
+		file: "bench-loop.svg", title: "Autoscaler loop (30 pods a node)", yLabel: "loop time (s)",
 		series: []series{
 			{label: "no quotas", base: "BenchmarkRunOnce"},
 			{label: "CapacityQuotas", base: "BenchmarkRunOnceWithQuotas"},
@@ -70,7 +70,7 @@ var figures = []figure{
 		},
 	},
 	{
-		file: "capacityquota.svg", title: "CapacityQuota check, upstream-shaped fleet, one loop", yLabel: "time (s)",
+		file: "bench-capacityquota.svg", title: "CapacityQuota check, upstream-shaped fleet, one loop", yLabel: "time (s)",
 		series: []series{
 			{label: "rescan (upstream's way)", base: "BenchmarkCapacityCheck",
 				want: map[string]string{"fleet": "upstream", "check": "rescan", "changed": "10%"}},
