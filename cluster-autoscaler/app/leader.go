@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/kubernetes"
 	restclient "k8s.io/client-go/rest"
@@ -67,6 +69,13 @@ func (p *Process) Run(ctx context.Context, opts config.Options, restConfig *rest
 // while this replica holds the --leader-elect-resource-name lease, as
 // upstream's --leader-elect does. Losing the lease cancels lead's context and
 // returns ErrLostLease; ctx ending releases the lease and returns nil.
+//
+// Two replicas must never actuate at once: a loop that is resizing a group
+// when its replica is told to stop would otherwise overlap the next leader's,
+// and both would add nodes for the same pods. So the lease is renewed until
+// lead has returned, not only until ctx ends, and it is released only then.
+// client-go's ReleaseOnCancel would release it as soon as renewing stops,
+// also when a renewal timed out while lead is still running.
 func RunWithLeaderElection(ctx context.Context, opts config.Options, restConfig *restclient.Config, lead func(ctx context.Context)) error {
 	if !opts.LeaderElect {
 		lead(ctx)
@@ -84,25 +93,36 @@ func RunWithLeaderElection(ctx context.Context, opts config.Options, restConfig 
 		return fmt.Errorf("leader lock: %w", err)
 	}
 	logger := klog.FromContext(ctx)
-	// client-go starts OnStartedLeading in a goroutine and does not wait for it.
-	// Leading ends only once lead has returned, so that no loop of this replica
-	// overlaps the next leader's; a callback that starts after RunOrDie returned
-	// does not lead at all.
+	lease := opts.Namespace + "/" + opts.LeaderElectResourceName
+
+	// The election runs on its own context: it ends when lead has returned,
+	// or when ctx ends before this replica led.
+	electionCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElection()
 	var (
 		mu       sync.Mutex
-		led      bool
-		finished bool
+		led      bool // lead was started
+		finished bool // no lead may start any more
 		leadDone = make(chan struct{})
 	)
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   opts.LeaderElectLease,
-		RenewDeadline:   opts.LeaderElectRenew,
-		RetryPeriod:     opts.LeaderElectRetry,
-		ReleaseOnCancel: true,
-		Name:            Component,
+	stopWaiting := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !led {
+			finished = true
+			stopElection()
+		}
+	})
+	defer stopWaiting()
+	leaderelection.RunOrDie(electionCtx, leaderelection.LeaderElectionConfig{
+		Lock:          lock,
+		LeaseDuration: opts.LeaderElectLease,
+		RenewDeadline: opts.LeaderElectRenew,
+		RetryPeriod:   opts.LeaderElectRetry,
+		Name:          Component,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			// client-go starts this in a goroutine and does not wait for it.
+			OnStartedLeading: func(leaseCtx context.Context) {
 				mu.Lock()
 				if finished {
 					mu.Unlock()
@@ -111,7 +131,11 @@ func RunWithLeaderElection(ctx context.Context, opts config.Options, restConfig 
 				led = true
 				mu.Unlock()
 				defer close(leadDone)
-				lead(ctx)
+				defer stopElection()
+				leadCtx, cancel := context.WithCancel(leaseCtx)
+				defer cancel()
+				defer context.AfterFunc(ctx, cancel)()
+				lead(leadCtx)
 			},
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(id string) {
@@ -119,19 +143,55 @@ func RunWithLeaderElection(ctx context.Context, opts config.Options, restConfig 
 			},
 		},
 	})
-	// RunOrDie returns once it stops leading, or when ctx ends before it led.
+	// RunOrDie returns once renewing stopped: lead returned, ctx ended before
+	// this replica led, or the lease was lost (lead may still be stopping).
 	mu.Lock()
 	finished = true
 	wasLeading := led
 	mu.Unlock()
-	if wasLeading {
-		<-leadDone
+	if !wasLeading {
+		return ctxOrLost(ctx, lease)
 	}
+	<-leadDone
+	releaseLease(ctx, lock, identity, opts.LeaderElectRenew)
 	if ctx.Err() != nil {
 		return nil
 	}
-	if wasLeading {
-		logger.Error(ErrLostLease, "Stopping", "lease", opts.Namespace+"/"+opts.LeaderElectResourceName, "identity", identity)
+	logger.Error(ErrLostLease, "Stopping", "lease", lease, "identity", identity)
+	return fmt.Errorf("%w %s", ErrLostLease, lease)
+}
+
+func ctxOrLost(ctx context.Context, lease string) error {
+	if ctx.Err() != nil {
+		return nil
 	}
-	return fmt.Errorf("%w %s/%s", ErrLostLease, opts.Namespace, opts.LeaderElectResourceName)
+	return fmt.Errorf("%w %s", ErrLostLease, lease)
+}
+
+// releaseLease hands the lease on at once, as client-go's release does, if
+// this replica still holds it; lead has returned, so the next leader cannot
+// overlap it. A lease another replica took meanwhile is left alone: the
+// update carries the resource version read here.
+func releaseLease(ctx context.Context, lock resourcelock.Interface, identity string, timeout time.Duration) {
+	logger := klog.FromContext(ctx)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	record, _, err := lock.Get(ctx)
+	if err != nil {
+		logger.Error(err, "Reading the leader lease to release it", "lease", lock.Describe())
+		return
+	}
+	if record.HolderIdentity != identity {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	released := resourcelock.LeaderElectionRecord{
+		LeaderTransitions:    record.LeaderTransitions,
+		LeaseDurationSeconds: 1,
+		RenewTime:            now,
+		AcquireTime:          now,
+	}
+	if err := lock.Update(ctx, released); err != nil {
+		logger.Error(err, "Releasing the leader lease", "lease", lock.Describe())
+	}
 }

@@ -181,6 +181,12 @@ func (a *Autoscaler) increaseSizes(ctx context.Context, state *clusterstate.Stat
 	errs := make([]error, len(ids))
 	increase := func(i int) {
 		gs, delta := state.Group(ids[i]), increases[ids[i]]
+		// A replica that stopped leading while this loop ran must not
+		// resize: the next leader may already be deciding for the same pods.
+		if err := ctx.Err(); err != nil {
+			errs[i] = fmt.Errorf("not resizing node group %s: %w", ids[i], context.Cause(ctx))
+			return
+		}
 		logger.Info("Scale-up", "nodeGroup", ids[i], "from", gs.Target, "to", gs.Target+delta, "max", gs.Max)
 		errs[i] = gs.Group.IncreaseSize(delta)
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,6 +121,114 @@ func TestLeaderLosesLeaseAndStandbyTakesOver(t *testing.T) {
 	case err := <-standbyDone:
 		t.Fatalf("the new leader stopped: %v", err)
 	default:
+	}
+}
+
+// TestStoppedLeaderHoldsTheLeaseUntilItsLoopEnds: a replica told to stop while
+// its loop is still running (resizing a group, say) keeps renewing the lease
+// until the loop has returned, and only then hands it on, so two replicas never
+// act at once. Releasing the lease as soon as the stop was asked let the
+// standby lead while the old loop still ran; a soak run caught both replicas
+// adding a node for the same pods.
+func TestStoppedLeaderHoldsTheLeaseUntilItsLoopEnds(t *testing.T) {
+	ctx := testContext(t)
+	lease := "e2e-leader-overlap-" + fmt.Sprint(time.Now().UnixNano()%100000)
+	opts := config.Defaults()
+	opts.LeaderElect = true
+	opts.LeaderElectResourceName = lease
+	opts.LeaderElectLease, opts.LeaderElectRenew, opts.LeaderElectRetry = 2*time.Second, 1500*time.Millisecond, 200*time.Millisecond
+
+	var active, overlaps atomic.Int32
+	leadFor := func(name string, started, stopping chan<- struct{}, finish <-chan struct{}) func(context.Context) {
+		return func(ctx context.Context) {
+			if active.Add(1) > 1 {
+				overlaps.Add(1)
+				t.Errorf("%s leads while another replica's loop still runs", name)
+			}
+			defer active.Add(-1)
+			if started != nil {
+				close(started)
+			}
+			<-ctx.Done()
+			if stopping != nil {
+				close(stopping)
+			}
+			<-finish // the loop's last step, after it was told to stop
+		}
+	}
+	holder := func(ctx context.Context) (string, time.Time, error) {
+		l, err := cluster.Client.CoordinationV1().Leases(opts.Namespace).Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			return "", time.Time{}, err
+		}
+		var renewed time.Time
+		if l.Spec.RenewTime != nil {
+			renewed = l.Spec.RenewTime.Time
+		}
+		return ptr.Deref(l.Spec.HolderIdentity, ""), renewed, nil
+	}
+
+	firstCtx, stopFirst := context.WithCancel(ctx)
+	firstStarted, firstStopping := make(chan struct{}), make(chan struct{})
+	firstFinish, firstDone := make(chan struct{}), make(chan error, 1)
+	finishFirst := sync.OnceFunc(func() { close(firstFinish) })
+	firstExited := make(chan struct{})
+	t.Cleanup(func() { stopFirst(); finishFirst(); <-firstExited })
+	go func() {
+		defer close(firstExited)
+		firstDone <- app.RunWithLeaderElection(firstCtx, opts, cluster.Config, leadFor("first", firstStarted, firstStopping, firstFinish))
+	}()
+	select {
+	case <-firstStarted:
+	case <-ctx.Done():
+		t.Fatal("the first replica never led")
+	}
+	first, _, err := holder(ctx)
+	if err != nil || first == "" {
+		t.Fatalf("the lease after the first replica started leading: holder %q, %v", first, err)
+	}
+	secondCtx, stopSecond := context.WithCancel(ctx)
+	secondFinish, secondDone := make(chan struct{}), make(chan error, 1)
+	close(secondFinish)
+	go func() {
+		secondDone <- app.RunWithLeaderElection(secondCtx, opts, cluster.Config, leadFor("second", nil, nil, secondFinish))
+	}()
+	t.Cleanup(func() { stopSecond(); <-secondDone })
+
+	stopFirst()
+	<-firstStopping
+	stoppedAt := time.Now()
+	// While its loop has not returned, the first replica goes on renewing
+	// well past a lease duration, and nobody else takes the lease.
+	waitFor(t, ctx, "the stopping leader renews its lease past a lease duration", func(ctx context.Context) error {
+		h, renewed, err := holder(ctx)
+		if err != nil {
+			return err
+		}
+		if h != first {
+			t.Fatalf("the lease passed to %q while the first replica's loop still ran", h)
+		}
+		if !renewed.After(stoppedAt.Add(2 * opts.LeaderElectLease)) {
+			return fmt.Errorf("last renewed %s", renewed)
+		}
+		return nil
+	})
+	finishFirst()
+	if err := <-firstDone; err != nil {
+		t.Fatalf("the stopped leader returned %v, want nil", err)
+	}
+	waitFor(t, ctx, "the second replica leads", func(ctx context.Context) error {
+		h, _, err := holder(ctx)
+		if err != nil {
+			return err
+		}
+		if h == "" || h == first {
+			return fmt.Errorf("held by %q", h)
+		}
+		return nil
+	})
+	if n := overlaps.Load(); n != 0 {
+		t.Fatalf("%d overlapping leads", n)
 	}
 }
 
