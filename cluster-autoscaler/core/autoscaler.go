@@ -98,6 +98,11 @@ type Autoscaler struct {
 	// bypassed are --bypassed-scheduler-names.
 	bypassed map[string]bool
 	taints   nodetemplate.TaintConfig
+	// reusedEstimates counts the node groups whose estimate the last
+	// scale-up took from a group of the same shape; estimateEveryGroup
+	// turns that reuse off, for tests that compare the two.
+	reusedEstimates    int
+	estimateEveryGroup bool
 }
 
 // nodesNotReadyAfterStart is how long after the start a cluster without a

@@ -32,6 +32,13 @@ type scaleUpRound struct {
 	// takes are the pod groups each node group's template takes: groups are
 	// balanced only with groups that take the same ones, as upstream's.
 	takes map[string][]int
+	// estimates are the round's reusable estimates (estimate_reuse.go);
+	// reused counts the node groups they served without estimating.
+	estimates map[estimateKey]estimator.Result
+	reused    int
+	// hostScoped caches snapshot.HostScopedAntiAffinity: every estimate
+	// starts from the same snapshot.
+	hostScoped *bool
 }
 
 func newScaleUpRound(ctx context.Context, lc *processors.LoopContext, state *clusterstate.State, health *clusterstate.Health,
@@ -42,6 +49,8 @@ func newScaleUpRound(ctx context.Context, lc *processors.LoopContext, state *clu
 		info:     make([]processors.NoScaleUpInfo, len(groups)),
 		prepared: make([][]estimator.Pod, len(groups)),
 		takes:    map[string][]int{},
+
+		estimates: map[estimateKey]estimator.Result{},
 	}
 	for i, g := range groups {
 		r.info[i] = processors.NoScaleUpInfo{Pods: g.pods, Rejected: map[string][]processors.Reason{}, Skipped: map[string][]processors.Reason{}}
@@ -85,6 +94,8 @@ func (a *Autoscaler) estimateOptions(ctx context.Context, r *scaleUpRound) ([]ex
 			options = append(options, *option)
 		}
 	}
+	a.reusedEstimates = r.reused
+	logger.V(4).Info("Estimated node groups", "estimated", estimated, "reusedForTheSameShape", r.reused)
 	return options, nil
 }
 
@@ -118,7 +129,7 @@ func (a *Autoscaler) estimateGroup(ctx context.Context, r *scaleUpRound, gs *clu
 	}
 	pods, gangs, units := r.estimatePods(id, passing)
 	newNode := func(i int) (fwk.NodeInfo, error) { return templateNodeInfo(template, id, fmt.Sprintf("new-%d", i)) }
-	est, err := estimator.BinpackGangs(ctx, r.snapshot, pods, gangs, newNode, templateInfo, limit, a.opts.MaxNodeGroupBinpackingDuration)
+	est, err := a.estimate(ctx, r, pods, gangs, newNode, templateInfo, limit, passing)
 	if err != nil {
 		return nil, false, fmt.Errorf("estimating node group %s: %w", id, err)
 	}

@@ -52,6 +52,9 @@ type Result struct {
 	Unscheduled []*corev1.Pod
 	// Gangs are BinpackGangs' outcome for each gang, in its order.
 	Gangs []GangResult
+	// TimedOut: maxDuration ran out and kept a node from being added, so
+	// the estimate depends on how fast it ran.
+	TimedOut bool
 }
 
 // NewNode makes the i-th new node of an estimate from the group's template:
@@ -103,6 +106,8 @@ type packer struct {
 	// firstTry is, per equivalence group whose constraints only tighten,
 	// the first new node worth trying.
 	firstTry map[int]int
+	// timedOut: the deadline kept a node from being added.
+	timedOut bool
 }
 
 func newPacker(snapshot *simulator.Snapshot, newNode NewNode, template fwk.NodeInfo, limit int, maxDuration time.Duration) *packer {
@@ -167,7 +172,11 @@ func (k *packer) place(ctx context.Context, p Pod) (bool, error) {
 		k.firstTry[p.Group] = i + 1
 	}
 	// The scan above tried an empty last node already.
-	if k.used != k.snapshot.Len()-k.first || k.used >= k.limit || (!k.deadline.IsZero() && time.Now().After(k.deadline)) {
+	if k.used != k.snapshot.Len()-k.first || k.used >= k.limit {
+		return false, nil
+	}
+	if !k.deadline.IsZero() && time.Now().After(k.deadline) {
+		k.timedOut = true
 		return false, nil
 	}
 	fresh, err := k.newNode(k.used)

@@ -64,7 +64,7 @@ func BinpackGangs(ctx context.Context, snapshot *simulator.Snapshot, pods []Pod,
 		}
 		res.Gangs = append(res.Gangs, gr)
 	}
-	res.NodeCount = k.used
+	res.NodeCount, res.TimedOut = k.used, k.timedOut
 	return res, nil
 }
 

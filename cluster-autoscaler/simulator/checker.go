@@ -42,6 +42,9 @@ type PodCheck struct {
 	// shared: state is also another PodCheck's (see Fork), so it is copied
 	// before it changes.
 	shared bool
+	// shapeOnly: every Filter plugin that runs for the pod reads only the
+	// node's shape (NodeShape).
+	shapeOnly bool
 }
 
 // PreFilter runs the PreFilter plugins for pod against the current snapshot.
@@ -69,8 +72,14 @@ func (c *PodCheck) preFilter(ctx context.Context) {
 	a := c.pod.Spec.Affinity
 	requiredAffinity := a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
 	c.namespaceLocal = namespaceLocal(c.pod)
+	c.shapeOnly = shapeOnly(c.fw.filters, skipped, c.pod)
 	c.monotone = !requiredAffinity && (skipped.Has(names.PodTopologySpread) || !c.fw.enabledPreFilter.Has(names.PodTopologySpread))
 }
+
+// ShapeOnly reports whether the check passes or refuses a node by its
+// NodeShape alone, so that nodes of one shape, whatever their names and
+// labels, take the pod alike, and take it alike after the same placements.
+func (c *PodCheck) ShapeOnly() bool { return c.shapeOnly }
 
 // Monotone reports whether a node that refused the pod refuses it for good in
 // this simulation, which only adds pods.

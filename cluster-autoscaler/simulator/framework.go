@@ -112,6 +112,8 @@ type profile struct {
 	// those among them whose state follows placed pods.
 	enabledPreFilter sets.Set[string]
 	placementAware   []string
+	// filters are the profile's Filter plugins.
+	filters []string
 	// logOffset lowers the verbosity of every line the plugins log.
 	logOffset int
 }
@@ -172,6 +174,9 @@ func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error
 		if plugins := fw.ListPlugins(); plugins != nil {
 			for _, pl := range plugins.PreFilter.Enabled {
 				p.enabledPreFilter.Insert(pl.Name)
+			}
+			for _, pl := range plugins.Filter.Enabled {
+				p.filters = append(p.filters, pl.Name)
 			}
 		}
 		for _, name := range append(append([]string(nil), placementAware...), opts.PlacementAwarePlugins...) {
