@@ -55,19 +55,10 @@ func (p *Processor) newPass(tree *elastic.Tree) (*pass, error) {
 }
 
 // chargeBound charges a bound pod: its own charge, and each shared claim it
-// uses once, however many pods use it.
+// uses once, however many pods use it. What cannot be read (a claim gone) is
+// left out, as the scheduler charges it.
 func (ps *pass) chargeBound(pod *corev1.Pod) {
-	if ps.lookup == nil {
-		ps.tree.AddPod(pod)
-		return
-	}
-	// What cannot be read (a claim gone) is left out, as the scheduler
-	// charges it.
-	ch, _ := claims.PodCharge(pod, ps.lookup)
-	ps.tree.AddRequests(pod.UID, pod.Namespace, ch.Own)
-	for _, s := range ch.Shared {
-		ps.tree.AddRequests(s.Key, pod.Namespace, s.Requests)
-	}
+	_, _ = claims.ChargeCounted(ps.tree, pod, ps.lookup)
 }
 
 // admit admits a pending pod against scratch and charges it if it fits: its

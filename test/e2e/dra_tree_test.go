@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -138,6 +139,27 @@ func TestDRATreeLeafDeviceMax(t *testing.T) {
 	}
 	settle(t, ctx, "two of the team's pods and all three outside the tree running", wantRunning([]string{team, outside}, []int{2, 3}))
 	assertPendingPodEvent(t, ctx, team, fmt.Sprintf(`exceeded elastic quota "team": %s used 2, requested 1, max 2`, w.devicesResource()))
+
+	// kubectl quota explain judges the waiting pod's claim as the scheduler
+	// does: refused on the device dimension, not admitted on its cpu alone.
+	pending := pendingPods(t, ctx, team)
+	if len(pending) != 1 {
+		t.Fatalf("pending pods in %s: %v, want one", team, pending)
+	}
+	var e struct {
+		ElasticQuota struct {
+			Leaf     string `json:"leaf"`
+			Admitted bool   `json:"admitted"`
+			Message  string `json:"message"`
+		} `json:"elasticQuota"`
+	}
+	out := mustKubectlQuota(t, ctx, "explain", "pod", pending[0], "-n", team, "-o", "json")
+	if err := json.Unmarshal([]byte(out), &e); err != nil {
+		t.Fatalf("kubectl quota explain -o json: %v\n%s", err, out)
+	}
+	if e.ElasticQuota.Leaf != "team" || e.ElasticQuota.Admitted || !strings.Contains(e.ElasticQuota.Message, w.devicesResource()) {
+		t.Errorf("kubectl quota explain on the waiting pod: want refused by team on %s, got %+v", w.devicesResource(), e.ElasticQuota)
+	}
 }
 
 // TestDRATreeExtendedResourceAndClaimShareALimit: the class serves an

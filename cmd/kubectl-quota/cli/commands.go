@@ -127,6 +127,7 @@ func (o *options) explainPod(cmd *cobra.Command, r *reader, pod *corev1.Pod, top
 	r.trees(ctx, false)
 	if elastic.InForce(r.snap.Trees) != nil {
 		r.boundPods(ctx)
+		r.claims(ctx)
 	}
 	if pod.Spec.NodeName == "" {
 		r.nodes(ctx)
@@ -156,6 +157,7 @@ describe the current generation, else summed from the bound pods.`,
 			r.trees(cmd.Context(), all)
 			if elastic.InForce(r.snap.Trees) != nil {
 				r.boundPods(cmd.Context())
+				r.claims(cmd.Context())
 			}
 			t := report.Tree(r.snap)
 			return o.print(t, func(w io.Writer) error { return report.PrintTree(w, t) })

@@ -24,6 +24,7 @@ const AutoscalerStatusNotFound = "autoscaler status not found"
 // contributors listed.
 func Explain(s Snapshot, pod *corev1.Pod, top int) PodExplanation {
 	requests := resources.PodRequests(pod)
+	lookup := s.claimLookup()
 	out := PodExplanation{
 		Kind:          "PodExplanation",
 		APIVersion:    APIVersion,
@@ -41,11 +42,15 @@ func Explain(s Snapshot, pod *corev1.Pod, top int) PodExplanation {
 	var gangRequest corev1.ResourceList
 	out.Gang, gangRequest = explainGang(s, pod)
 	if tree := elastic.InForce(s.Trees); tree != nil {
-		m, err := newModel(tree, s.Pods)
+		m, err := newModel(tree, s.Pods, lookup)
 		if err != nil {
 			out.Notes = append(out.Notes, err.Error())
 		} else {
-			judged, ofGang := gangRequests(pod, requests, gangRequest)
+			// The tree also charges the pod's devices; a shared claim that a
+			// bound pod uses is charged already.
+			charge, claimNotes := podCharge(pod, lookup, m.live)
+			out.Notes = append(out.Notes, claimNotes...)
+			judged, ofGang := gangRequests(pod, charge, gangRequest)
 			out.ElasticQuota = explainElastic(m, pod, judged, s.Pods, top)
 			out.ElasticQuota.GangRequest = ofGang
 			out.Notes = append(out.Notes, m.notes...)

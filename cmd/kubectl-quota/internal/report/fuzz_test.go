@@ -62,7 +62,7 @@ func fuzzSeed(f *testing.F) []byte {
 	if err != nil {
 		f.Fatal(err)
 	}
-	live := chargePods(built, running)
+	live, _ := chargePods(built, running, nil)
 	tree.Status.ObservedGeneration = 1
 	tree.Status.Conditions = []metav1.Condition{{Type: "Active", Status: metav1.ConditionTrue, Reason: "Enforced", Message: "generation 1 is in force"}}
 	tree.Status.Quotas = live.Status()

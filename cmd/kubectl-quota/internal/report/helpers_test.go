@@ -60,7 +60,7 @@ func withStatus(t *testing.T, tree *schedulingv1beta1.ElasticQuotaTree, pods []*
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := chargePods(built, pods)
+	live, _ := chargePods(built, pods, nil)
 	out := tree.DeepCopy()
 	out.Status.ObservedGeneration = tree.Generation
 	out.Status.Conditions = []metav1.Condition{

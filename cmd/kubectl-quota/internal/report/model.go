@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+	"github.com/quotascale/quotascale/quota/claims"
 	"github.com/quotascale/quotascale/quota/elastic"
 	"github.com/quotascale/quotascale/quota/resources"
 )
@@ -21,6 +22,9 @@ type model struct {
 	tree   *elastic.Tree
 	source string
 	notes  []string
+	// live is the tree charged from the pods alone, whatever source the
+	// figures come from: it tells which shared claims are charged already.
+	live *elastic.Tree
 }
 
 // newModel builds the tree in force and charges it, from status.quotas when
@@ -28,7 +32,9 @@ type model struct {
 // generation in force is elastic.Tracker's choice, as in the scheduler and the
 // autoscaler; kubectl-quota looks once, like a program just started, so while
 // the spec is invalid it is the generation status.lastValid records.
-func newModel(obj *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod) (*model, error) {
+// lookup reads the pods' ResourceClaims; nil when they could not be listed,
+// and then pods count their requests alone.
+func newModel(obj *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod, lookup claims.Lookup) (*model, error) {
 	m := &model{object: obj.Namespace + "/" + obj.Name}
 	var tracker elastic.Tracker
 	obs := tracker.Observe([]*schedulingv1beta1.ElasticQuotaTree{obj})
@@ -39,7 +45,9 @@ func newModel(obj *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod) (*mod
 	if !inForce.Current {
 		m.notes = append(m.notes, fmt.Sprintf("generation %d of %s is invalid; the quota nodes shown are generation %d's, the last valid one, which stays in force", obj.Generation, m.object, inForce.Generation))
 	}
-	live := chargePods(inForce.Tree, pods)
+	live, problems := chargePods(inForce.Tree, pods, lookup)
+	m.live = live
+	m.notes = append(m.notes, problems...)
 	// While the spec is invalid, status.quotas describes the generation in
 	// force whatever the spec's generation.
 	fresh, why := statusFresh(obj, inForce.Tree)
@@ -88,15 +96,21 @@ func statusFresh(obj *schedulingv1beta1.ElasticQuotaTree, tree *elastic.Tree) (b
 }
 
 // chargePods is a copy of tree charged with the pods the scheduler charges
-// (elastic.Charged), the way it rebuilds usage after a start.
-func chargePods(tree *elastic.Tree, pods []*corev1.Pod) *elastic.Tree {
+// (elastic.Charged) and their claims' devices, the way it rebuilds usage after
+// a start. The notes say which pods' devices could not all be read.
+func chargePods(tree *elastic.Tree, pods []*corev1.Pod, lookup claims.Lookup) (*elastic.Tree, []string) {
 	charged := tree.Uncharged()
+	var notes []string
 	for _, p := range pods {
-		if elastic.Charged(p) {
-			charged.AddPod(p)
+		if !elastic.Charged(p) {
+			continue
+		}
+		if _, err := claims.ChargeCounted(charged, p, lookup); err != nil {
+			notes = append(notes, fmt.Sprintf("devices left out of the usage: %v", err))
 		}
 	}
-	return charged
+	slices.Sort(notes)
+	return charged, notes
 }
 
 // chargeStatus charges every leaf with the usage status reports for it, so the

@@ -28,7 +28,7 @@ func Tree(s Snapshot) TreeReport {
 		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
 	})
 	for _, t := range trees {
-		out.Trees = append(out.Trees, treeView(t, t == inForce, s.Pods))
+		out.Trees = append(out.Trees, treeView(t, t == inForce, s))
 	}
 	if inForce == nil {
 		out.Notes = append(out.Notes, "no ElasticQuotaTree in kube-system: no elastic quota is enforced")
@@ -36,7 +36,7 @@ func Tree(s Snapshot) TreeReport {
 	return out
 }
 
-func treeView(obj *schedulingv1beta1.ElasticQuotaTree, inForce bool, pods []*corev1.Pod) TreeView {
+func treeView(obj *schedulingv1beta1.ElasticQuotaTree, inForce bool, s Snapshot) TreeView {
 	view := TreeView{
 		Tree:               obj.Namespace + "/" + obj.Name,
 		InForce:            inForce,
@@ -50,7 +50,7 @@ func treeView(obj *schedulingv1beta1.ElasticQuotaTree, inForce bool, pods []*cor
 	}
 	slices.SortFunc(view.Conditions, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
 	if inForce {
-		m, err := newModel(obj, pods)
+		m, err := newModel(obj, s.Pods, s.claimLookup())
 		if err == nil {
 			view.FiguresFrom = m.source
 			view.Notes = m.notes

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	workloadv1beta1 "k8s.io/api/scheduling/v1beta1"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
@@ -51,6 +52,12 @@ type Snapshot struct {
 	Nodes       []*corev1.Node
 	NodesListed bool
 	Quotas      []*autoscalingv1beta1.CapacityQuota
+	// Claims and DeviceClasses are every ResourceClaim and DeviceClass, for
+	// the devices pods are charged; ClaimsListed is false when they could not
+	// be read, and then pods count their requests alone.
+	Claims        []*resourceapi.ResourceClaim
+	DeviceClasses []*resourceapi.DeviceClass
+	ClaimsListed  bool
 	// Autoscaler is nil when its status ConfigMap was not found or unreadable.
 	Autoscaler *AutoscalerStatus
 	// Events are the events of the explained pod.
