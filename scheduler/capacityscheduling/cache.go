@@ -84,6 +84,9 @@ type quotaCache struct {
 	gangWarned   map[types.UID]string
 	// gangAsked caches each gang's outstanding request (gangRequestLocked).
 	gangAsked map[gang.Key]gangAsked
+	// trial is set while PodGroupPostFilter places a gang as if a reclaim's
+	// victims were gone (podgroupreclaim.go).
+	trial *reclaimTrial
 }
 
 // podRequests is what the cache computed for one pod object: its requests

@@ -137,7 +137,8 @@ type gangAsked struct {
 
 // admitGangRequestLocked admits requests for a member of gang key as if the
 // gang's reservation, and the reclaim holds of its members, were not
-// charged: they are the room kept for this very gang.
+// charged: they are the room kept for this very gang. While the gang is on
+// trial for a reclaim, the victims count as gone too.
 func (c *quotaCache) admitGangRequestLocked(pod *corev1.Pod, key gang.Key, requests corev1.ResourceList) elastic.Verdict {
 	var held corev1.ResourceList
 	if r := c.reservations[key]; r != nil {
@@ -147,6 +148,11 @@ func (c *quotaCache) admitGangRequestLocked(pod *corev1.Pod, key gang.Key, reque
 		if h.charged && h.gang == key {
 			held = addLists(held, h.requests)
 		}
+	}
+	if t := c.trial; t != nil && t.gang == key {
+		scratch := c.tree.Without(t.victims)
+		scratch.Release(pod.Namespace, held)
+		return scratch.Admit(pod.Namespace, requests)
 	}
 	if held == nil {
 		return c.tree.Admit(pod.Namespace, requests)
@@ -289,9 +295,11 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ 
 // and stops at the first refusal, so only that pod's FailedScheduling event
 // carries the quota's reason; this records it on every pod of the group, and
 // returns it so that kube-scheduler's own PodGroupInitiallyScheduled
-// condition names the quota. A governed group its quota admitted does not
-// preempt: DefaultPreemption's group preemption knows no quota and could take
-// another team below its min.
+// condition names the quota. Before that, such a gang reclaims, as a pod
+// its quota refused does at PostFilter, for the whole of what it still asks
+// (reclaimForPodGroup); only a reclaim that evicted nobody is reported. A
+// governed group its quota admitted does not preempt: DefaultPreemption's
+// group preemption knows no quota and could take another team below its min.
 func (p *Plugin) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
 	key := gang.Key{Kind: gang.KindPodGroup, Namespace: pgInfo.GetNamespace(), Name: pgInfo.GetName()}
 	p.cache.mu.Lock()
@@ -307,6 +315,14 @@ func (p *Plugin) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycle
 	case !refused:
 		return nil, fwk.NewStatus(fwk.Unschedulable, "pod group preemption: not run for a pod group under an ElasticQuotaTree")
 	}
+	result, status := p.reclaimForPodGroup(ctx, key, pgInfo, schedule)
+	if status.IsSuccess() {
+		return result, status
+	}
+	if status.IsError() {
+		klog.FromContext(ctx).Error(status.AsError(), "Reclaiming quota for a gang", "gang", key)
+	}
+	msg += "; " + status.Message()
 	if recorder := p.handle.EventRecorder(); recorder != nil {
 		for _, pod := range pgInfo.GetUnscheduledPods() {
 			recorder.Eventf(pod, nil, corev1.EventTypeWarning, eventReasonGangNotAdmitted, "Scheduling", "%s", msg)

@@ -381,27 +381,11 @@ func (p *Plugin) PostFilter(ctx context.Context, state fwk.CycleState, pod *core
 	if s.gang != nil && s.gang.whole != nil {
 		wanted = s.gang.whole
 	}
-	plan, status := p.planReclaim(ctx, pod, wanted)
+	plan, status := p.planEligibleReclaim(ctx, pod, wanted)
 	if !status.IsSuccess() {
 		return nil, status
 	}
-	if ok, msg := p.PodEligibleToPreemptOthers(ctx, pod, nil); !ok {
-		// Waiting for an earlier reclaim is not a failure of this one.
-		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg)
-	}
-	s.plan = plan
-	schedulermetrics.PreemptionAttempts.Inc()
-	result, status := p.preemptRecording(state, func() (*fwk.PostFilterResult, *fwk.Status) {
-		return p.reclaimer.Preempt(ctx, state, pod, quotaRefusedEverywhere{m})
-	})
-	if status.IsSuccess() && result != nil && result.NominatingInfo != nil && result.NominatedNodeName != "" {
-		p.cache.startHold(pod, s.verdict.Leaf, wanted, plan.victims)
-		p.cache.metrics.reclaim(s.verdict.Leaf, reclaimStarted)
-	} else {
-		// The leaf is owed its min and the victims are known, yet no node
-		// takes the preemptor once they are gone, or the evictions failed.
-		p.cache.metrics.reclaim(s.verdict.Leaf, reclaimFailed)
-	}
+	result, status := p.runReclaim(ctx, state, s, pod, s.verdict.Leaf, wanted, plan, m)
 	return result, prefixed("reclaim: ", status)
 }
 

@@ -16,6 +16,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	schedulermetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 
 	"github.com/quotascale/quotascale/quota/elastic"
 )
@@ -75,6 +76,44 @@ func (p *Plugin) planReclaim(ctx context.Context, pod *corev1.Pod, requests core
 		}
 	}
 	return out, nil
+}
+
+// planEligibleReclaim is planReclaim for a preemptor that may preempt now:
+// it refuses, evicting nobody, while an earlier reclaim is in flight.
+func (p *Plugin) planEligibleReclaim(ctx context.Context, pod *corev1.Pod, requests corev1.ResourceList) (*reclaimPlan, *fwk.Status) {
+	plan, status := p.planReclaim(ctx, pod, requests)
+	if !status.IsSuccess() {
+		return nil, status
+	}
+	if ok, msg := p.PodEligibleToPreemptOthers(ctx, pod, nil); !ok {
+		// Waiting for an earlier reclaim is not a failure of this one.
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: "+msg)
+	}
+	return plan, nil
+}
+
+// runReclaim carries a reclaim plan out with the scheduler's preemption
+// evaluator: it picks a node the preemptor fits once the victims are gone,
+// nominates the preemptor there and evicts the victims. state is the
+// preemptor's cycle state, s this plugin's part of it. The quota the victims
+// free is then held for the preemptor and its gang (startHold) for wanted,
+// what the plan made room for.
+func (p *Plugin) runReclaim(ctx context.Context, state fwk.CycleState, s *stateData, pod *corev1.Pod, leaf string, wanted corev1.ResourceList,
+	plan *reclaimPlan, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	s.plan = plan
+	schedulermetrics.PreemptionAttempts.Inc()
+	result, status := p.preemptRecording(state, func() (*fwk.PostFilterResult, *fwk.Status) {
+		return p.reclaimer.Preempt(ctx, state, pod, quotaRefusedEverywhere{m})
+	})
+	if status.IsSuccess() && result != nil && result.NominatingInfo != nil && result.NominatedNodeName != "" {
+		p.cache.startHold(pod, leaf, wanted, plan.victims)
+		p.cache.metrics.reclaim(leaf, reclaimStarted)
+	} else {
+		// The leaf is owed its min and the victims are known, yet no node
+		// takes the preemptor once they are gone, or the evictions failed.
+		p.cache.metrics.reclaim(leaf, reclaimFailed)
+	}
+	return result, status
 }
 
 // violatesPDB reports whether evicting pod would break a PodDisruptionBudget that

@@ -89,6 +89,11 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 func (w *statusWriter) desiredStatus(t *schedulingv1beta1.ElasticQuotaTree) (schedulingv1beta1.ElasticQuotaTreeStatus, bool) {
 	w.cache.mu.Lock()
 	defer w.cache.mu.Unlock()
+	if w.cache.trial != nil {
+		// A trial placement charges a gang that is not admitted; it is
+		// undone within the cycle, and the next write shows the usage.
+		return schedulingv1beta1.ElasticQuotaTreeStatus{}, false
+	}
 	d, ok := w.cache.lifecycle.decisions[t.Namespace+"/"+t.Name]
 	if !ok || d.ref.uid != t.UID || d.ref.generation != t.Generation {
 		return schedulingv1beta1.ElasticQuotaTreeStatus{}, false
