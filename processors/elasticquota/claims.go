@@ -12,6 +12,7 @@ import (
 
 	"github.com/quotascale/quotascale/quota/claims"
 	"github.com/quotascale/quotascale/quota/elastic"
+	"github.com/quotascale/quotascale/quota/gang"
 	"github.com/quotascale/quotascale/quota/resources"
 )
 
@@ -76,4 +77,20 @@ func (ps *pass) admit(scratch *elastic.Scratch, pod *corev1.Pod) elastic.Verdict
 		}
 	}
 	return verdict
+}
+
+// gangCharger charges a gang's members as admit charges a pod: their devices
+// count, and a shared claim that a bound pod, or a pod admitted before in
+// this loop, holds is not asked again. Without a lookup it counts requests.
+func (ps *pass) gangCharger() gang.Charger {
+	if ps.lookup == nil {
+		return gang.Charger{}
+	}
+	return gang.Charger{
+		Charge: func(pod *corev1.Pod) claims.Charge {
+			ch, _ := claims.PodCharge(pod, ps.lookup)
+			return ch
+		},
+		SharedCharged: func(key types.UID) bool { return ps.tree.Tracks(key) || ps.held.Has(key) },
+	}
 }

@@ -60,29 +60,30 @@ func newGangAdmission(podGroups func(namespace, name string) (*schedulingv1beta1
 }
 
 // admit decides pod's gang on its first pending pod, charging scratch with
-// what the gang still needs, and returns the decision for every later one.
+// what the gang still needs (its members' devices counted as ps counts a
+// pod's), and returns the decision for every later one.
 // It reports false for a pod to be judged alone.
-func (ga *gangAdmission) admit(scratch *elastic.Scratch, pod *corev1.Pod) (*gangDecision, bool) {
+func (ga *gangAdmission) admit(scratch *elastic.Scratch, ps *pass, pod *corev1.Pod) (*gangDecision, bool) {
 	k, ok := gang.RefOf(pod)
 	if !ok {
 		return nil, false
 	}
 	d := ga.decided[k]
 	if d == nil {
-		d = ga.decide(scratch, k, pod)
+		d = ga.decide(scratch, ps, k, pod)
 		ga.decided[k] = d
 	}
 	return d, !d.alone
 }
 
-func (ga *gangAdmission) decide(scratch *elastic.Scratch, k gang.Key, pod *corev1.Pod) *gangDecision {
+func (ga *gangAdmission) decide(scratch *elastic.Scratch, ps *pass, k gang.Key, pod *corev1.Pod) *gangDecision {
 	g, isGang, err := gang.Of(pod, ga.podGroups)
 	if err != nil || !isGang {
 		// A gang that cannot be read is refused by the autoscaler's
 		// loop, with the reason; here its pods are judged as pods.
 		return &gangDecision{alone: true}
 	}
-	request, _, ok := gang.Outstanding(g, ga.members[k], elastic.Charged, pod)
+	request, _, ok := gang.Outstanding(g, ga.members[k], elastic.Charged, pod, ps.gangCharger())
 	if !ok {
 		return &gangDecision{gang: g, alone: true}
 	}

@@ -91,7 +91,7 @@ func (p *Processor) Process(ctx context.Context, _ *processors.LoopContext, pend
 	gangs := newGangAdmission(p.PodGroups, all, ordered)
 	var refused []processors.RefusedPod
 	for _, pod := range ordered {
-		if d, ok := gangs.admit(scratch, pod); ok {
+		if d, ok := gangs.admit(scratch, live, pod); ok {
 			if d.refusal == nil {
 				kept = append(kept, pod)
 			} else {

@@ -47,7 +47,7 @@ func FuzzOutstanding(f *testing.F) {
 		wantStandIns := max(remaining-counted, 0)
 		wantMilli += wantStandIns * int64(podMilli)
 
-		got, standIns, ok := Outstanding(g, members, bound, pod)
+		got, standIns, ok := Outstanding(g, members, bound, pod, Charger{})
 		if ok != (remaining > 0) {
 			t.Fatalf("Outstanding ok = %v with %d of minCount %d still to admit", ok, remaining, minCount)
 		}

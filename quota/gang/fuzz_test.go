@@ -36,7 +36,7 @@ func FuzzOf(f *testing.F) {
 		if want, _ := RefOf(pod); g.Key != want {
 			t.Fatalf("gang key %v, pod names %v", g.Key, want)
 		}
-		if _, standIns := Request(g, Members(g.Key, []*corev1.Pod{pod}), pod); standIns != int(g.MinCount)-1 {
+		if _, standIns := Request(g, Members(g.Key, []*corev1.Pod{pod}), pod, Charger{}); standIns != int(g.MinCount)-1 {
 			t.Fatalf("Request counted %d stand-ins for one member of %d", standIns, g.MinCount)
 		}
 	})

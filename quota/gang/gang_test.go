@@ -10,6 +10,9 @@ import (
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/quotascale/quotascale/quota/claims"
 )
 
 func podGroup(name string, minCount int32) *schedulingv1beta1.PodGroup {
@@ -153,7 +156,7 @@ func TestRequest(t *testing.T) {
 			pod:     newPod("e", "9"), wantCPU: "4"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, standIns := Request(g, tc.members, tc.pod)
+			got, standIns := Request(g, tc.members, tc.pod, Charger{})
 			want := resource.MustParse(tc.wantCPU)
 			if cpu := got[corev1.ResourceCPU]; cpu.Cmp(want) != 0 || standIns != tc.wantStandIns {
 				t.Errorf("Request = cpu %s, %d stand-ins; want %s, %d", cpu.String(), standIns, tc.wantCPU, tc.wantStandIns)
@@ -164,7 +167,7 @@ func TestRequest(t *testing.T) {
 
 func TestRequestOfAHugeGangSaturates(t *testing.T) {
 	g := Gang{Key: Key{Kind: KindLabels, Namespace: "team-a", Name: "job"}, MinCount: 2_000_000_000}
-	got, standIns := Request(g, nil, newPod("p", "8"))
+	got, standIns := Request(g, nil, newPod("p", "8"), Charger{})
 	cpu := got[corev1.ResourceCPU]
 	if standIns != 2_000_000_000 || cpu.Cmp(resource.MustParse("16e9")) != 0 {
 		t.Errorf("Request = cpu %s, %d stand-ins; want 16e9 cpu and 2e9 stand-ins", cpu.String(), standIns)
@@ -198,7 +201,7 @@ func TestOutstanding(t *testing.T) {
 			pod:     newPod("a", "1"), wantCPU: "3", wantOK: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, standIns, ok := Outstanding(g, tc.members, isBound, tc.pod)
+			got, standIns, ok := Outstanding(g, tc.members, isBound, tc.pod, Charger{})
 			if ok != tc.wantOK {
 				t.Fatalf("Outstanding ok = %v, want %v (request %v)", ok, tc.wantOK, got)
 			}
@@ -214,4 +217,48 @@ func TestOutstanding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRequestCountsCharges: with a Charger, each member counts its charge
+// (requests and own devices), a stand-in the asking pod's, and a shared claim
+// once, or not at all when the quota charges it already.
+func TestRequestCountsCharges(t *testing.T) {
+	const devices = corev1.ResourceName("gpu.example.com.deviceclass.resource.k8s.io/devices")
+	one := resource.MustParse("1")
+	two := resource.MustParse("2")
+	charger := Charger{
+		Charge: func(p *corev1.Pod) claims.Charge {
+			own := p.Spec.Containers[0].Resources.Requests.DeepCopy()
+			own[devices] = one
+			return claims.Charge{Own: own, Shared: []claims.Shared{
+				{Key: "resourceclaim/shared", Claim: "team-a/shared", Requests: corev1.ResourceList{devices: two}},
+				{Key: "resourceclaim/held", Claim: "team-a/held", Requests: corev1.ResourceList{devices: two}},
+			}}
+		},
+		SharedCharged: func(key types.UID) bool { return key == "resourceclaim/held" },
+	}
+	g := Gang{Key: Key{Kind: KindLabels, Namespace: "team-a", Name: "job"}, MinCount: 4}
+	got, standIns := Request(g, []*corev1.Pod{newPod("a", "1"), newPod("b", "1")}, newPod("p", "2"), charger)
+	// 2 members and 2 stand-ins of one device each, and the shared claim once.
+	want := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6"), devices: resource.MustParse("6")}
+	if standIns != 2 || !equalLists(got, want) {
+		t.Errorf("Request = %v, %d stand-ins; want %v, 2", got, standIns, want)
+	}
+	// The zero Charger counts requests only.
+	got, _ = Request(g, []*corev1.Pod{newPod("a", "1")}, newPod("p", "2"), Charger{})
+	if want := (corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("7")}); !equalLists(got, want) {
+		t.Errorf("Request with no charger = %v, want %v", got, want)
+	}
+}
+
+func equalLists(a, b corev1.ResourceList) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for name, q := range a {
+		if w, ok := b[name]; !ok || q.Cmp(w) != 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -5,7 +5,9 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/quotascale/quotascale/quota/claims"
 	"github.com/quotascale/quotascale/quota/resources"
 )
 
@@ -40,20 +42,58 @@ func compareMembers(a, b *corev1.Pod) int {
 	return cmp.Compare(a.Name, b.Name)
 }
 
+// Charger says what each pod of a gang charges its quota, under
+// quota/claims' rule: its own requests and devices, and the ResourceClaims it
+// shares with other pods, which count once whichever pods use them. The zero
+// Charger counts requests only (resources.PodRequests), for a caller that
+// reads no claims.
+type Charger struct {
+	// Charge is a pod's charge; nil counts its requests only.
+	Charge func(*corev1.Pod) claims.Charge
+	// SharedCharged reports a shared claim the quota already charges, which
+	// the gang does not ask again; nil for none.
+	SharedCharged func(types.UID) bool
+}
+
+func (c Charger) charge(pod *corev1.Pod) claims.Charge {
+	if c.Charge == nil {
+		return claims.Charge{Own: resources.PodRequests(pod)}
+	}
+	return c.Charge(pod)
+}
+
 // Request is what gang g asks of its quota when pod asks on its behalf: the
-// requests of its first MinCount members (as Members orders them), and pod's
-// own requests in place of each member not created yet. The second result is
-// how many such stand-ins were counted. A gang is admitted for MinCount pods;
-// members beyond that are judged one by one, like any other pod.
-func Request(g Gang, members []*corev1.Pod, pod *corev1.Pod) (corev1.ResourceList, int) {
+// charges of its first MinCount members (as Members orders them), and pod's
+// own charge in place of each member not created yet; a claim shared by
+// several of them counts once. The second result is how many such stand-ins
+// were counted. A gang is admitted for MinCount pods; members beyond that are
+// judged one by one, like any other pod.
+func Request(g Gang, members []*corev1.Pod, pod *corev1.Pod, charger Charger) (corev1.ResourceList, int) {
 	total := corev1.ResourceList{}
+	var shared map[types.UID]bool
+	addShared := func(ch claims.Charge) {
+		for _, s := range ch.Shared {
+			if shared[s.Key] || (charger.SharedCharged != nil && charger.SharedCharged(s.Key)) {
+				continue
+			}
+			if shared == nil {
+				shared = map[types.UID]bool{}
+			}
+			shared[s.Key] = true
+			addList(total, s.Requests, 1)
+		}
+	}
 	counted := min(len(members), int(max(g.MinCount, 0)))
 	for _, m := range members[:counted] {
-		addList(total, resources.PodRequests(m), 1)
+		ch := charger.charge(m)
+		addList(total, ch.Own, 1)
+		addShared(ch)
 	}
 	standIns := int(max(g.MinCount, 0)) - counted
 	if standIns > 0 {
-		addList(total, resources.PodRequests(pod), standIns)
+		ch := charger.charge(pod)
+		addList(total, ch.Own, standIns)
+		addShared(ch)
 	}
 	return total, standIns
 }
@@ -76,9 +116,10 @@ func addList(dst, src corev1.ResourceList, times int) {
 // MinCount are left out, and the rest of the gang asks as Request does, for
 // MinCount less them. ok is false when the first MinCount members are all
 // charged: the gang is whole, and each further pod is judged alone. The
-// scheduler plugin and kubectl-quota both ask this, so that the gang a user
-// is told about is the gang the scheduler admits.
-func Outstanding(g Gang, members []*corev1.Pod, charged func(*corev1.Pod) bool, pod *corev1.Pod) (request corev1.ResourceList, standIns int, ok bool) {
+// scheduler plugin, the autoscaler and kubectl-quota all ask this, so that
+// the gang a user is told about is the gang the scheduler admits. charger is
+// as for Request.
+func Outstanding(g Gang, members []*corev1.Pod, charged func(*corev1.Pod) bool, pod *corev1.Pod, charger Charger) (request corev1.ResourceList, standIns int, ok bool) {
 	pending := make([]*corev1.Pod, 0, len(members))
 	held := int32(0)
 	for i, m := range members {
@@ -93,6 +134,6 @@ func Outstanding(g Gang, members []*corev1.Pod, charged func(*corev1.Pod) bool, 
 	if g.MinCount <= 0 {
 		return nil, 0, false
 	}
-	request, standIns = Request(g, pending, pod)
+	request, standIns = Request(g, pending, pod, charger)
 	return request, standIns, true
 }

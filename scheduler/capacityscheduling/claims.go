@@ -281,6 +281,8 @@ func kept(keep []claims.Shared, key types.UID) bool {
 func (c *quotaCache) claimChanged(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// The gangs' requests count their members' devices, pending ones too.
+	clear(c.gangAsked)
 	if c.tree == nil {
 		return
 	}
@@ -308,6 +310,7 @@ func (c *quotaCache) rechargeAll() {
 // also calls it once all its informers have synced, as the pods may have
 // been charged before their claims and classes were seen.
 func (c *quotaCache) rechargeAllLocked() {
+	clear(c.gangAsked)
 	if c.tree == nil || c.podLister == nil || c.lookup == nil {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
 
+	"github.com/quotascale/quotascale/quota/claims"
 	"github.com/quotascale/quotascale/quota/elastic"
 	"github.com/quotascale/quotascale/quota/gang"
 )
@@ -118,12 +119,26 @@ func (c *quotaCache) gangRequestLocked(g gang.Gang, pod *corev1.Pod) corev1.Reso
 		return a.request
 	}
 	members := gang.Members(g.Key, c.gangPods.pods(g.Key))
-	whole, standIns, ok := gang.Outstanding(g, members, func(m *corev1.Pod) bool { return c.tree.Tracks(m.UID) }, pod)
+	whole, standIns, ok := gang.Outstanding(g, members, func(m *corev1.Pod) bool { return c.tree.Tracks(m.UID) }, pod, c.gangChargerLocked())
 	if !ok {
 		whole = nil
 	}
 	c.gangAsked[g.Key] = gangAsked{minCount: g.MinCount, pod: pod, standIns: standIns, request: whole}
 	return whole
+}
+
+// gangChargerLocked charges a gang's members as PreFilter charges a pod
+// (requestLocked): their devices count in the gang's request, and a claim
+// they share counts once, unless the tree charges it already. Callers hold
+// the lock, with a tree in force.
+func (c *quotaCache) gangChargerLocked() gang.Charger {
+	return gang.Charger{
+		Charge: func(m *corev1.Pod) claims.Charge {
+			ch, _ := c.chargeLocked(m)
+			return ch
+		},
+		SharedCharged: c.sharedChargedLocked,
+	}
 }
 
 // gangAsked is a gang's outstanding request as last computed, for pod when

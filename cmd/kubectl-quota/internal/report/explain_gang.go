@@ -45,7 +45,7 @@ func explainGang(s Snapshot, pod *corev1.Pod) (*GangExplanation, corev1.Resource
 		}
 		out.Members = append(out.Members, GangMember{Pod: m.Name, Node: m.Spec.NodeName, Phase: m.Status.Phase, Counted: i < int(g.MinCount)})
 	}
-	request, standIns, ok := gang.Outstanding(g, members, elastic.Charged, pod)
+	request, standIns, ok := gang.Outstanding(g, members, elastic.Charged, pod, gang.Charger{})
 	if !ok {
 		out.Whole = true
 		return out, nil
