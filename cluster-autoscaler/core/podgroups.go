@@ -47,6 +47,11 @@ type schedulingKey struct {
 	// SchedulingGroup names the pod's gang: pods of two gangs are never
 	// equivalent, whose nodes are decided gang by gang.
 	SchedulingGroup *corev1.PodSchedulingGroup
+	// ResourceClaims and the claims made for them from templates: pods
+	// with claims of their own are never equivalent, as the simulation
+	// allocates each pod's claims; pods sharing a claim are.
+	ResourceClaims []corev1.PodResourceClaim
+	ClaimStatuses  []corev1.PodResourceClaimStatus
 }
 
 func keyOf(pod *corev1.Pod) uint64 {
@@ -64,6 +69,8 @@ func keyOf(pod *corev1.Pod) uint64 {
 		SchedulerName:     pod.Spec.SchedulerName,
 		Volumes:           pod.Spec.Volumes,
 		SchedulingGroup:   pod.Spec.SchedulingGroup,
+		ResourceClaims:    pod.Spec.ResourceClaims,
+		ClaimStatuses:     pod.Status.ResourceClaimStatuses,
 	}
 	if ref := metav1.GetControllerOf(pod); ref != nil {
 		k.Controller = ref.UID

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -110,12 +111,15 @@ func (a *Autoscaler) estimateGroup(ctx context.Context, r *scaleUpRound, gs *clu
 		}
 		return nil, false, nil
 	}
-	templateInfo, err := simulator.NewNodeInfo(templateNode(template.Node, id, "new"), template.Pods...)
+	templateInfo, templateSlices, err := templateNodeInfo(template, id, "new")
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Skipping node group", "nodeGroup", id)
 		return nil, false, nil
 	}
-	passing := r.passing(ctx, id, templateInfo)
+	passing, err := r.passing(ctx, id, templateInfo, templateSlices)
+	if err != nil {
+		return nil, false, fmt.Errorf("checking node group %s: %w", id, err)
+	}
 	if len(passing) == 0 {
 		return nil, false, nil
 	}
@@ -128,7 +132,9 @@ func (a *Autoscaler) estimateGroup(ctx context.Context, r *scaleUpRound, gs *clu
 		return nil, false, nil
 	}
 	pods, gangs, units := r.estimatePods(id, passing)
-	newNode := func(i int) (fwk.NodeInfo, error) { return templateNodeInfo(template, id, fmt.Sprintf("new-%d", i)) }
+	newNode := func(i int) (fwk.NodeInfo, []*resourcev1.ResourceSlice, error) {
+		return templateNodeInfo(template, id, fmt.Sprintf("new-%d", i))
+	}
 	est, err := a.estimate(ctx, r, pods, gangs, newNode, templateInfo, limit, passing)
 	if err != nil {
 		return nil, false, fmt.Errorf("estimating node group %s: %w", id, err)
@@ -150,8 +156,17 @@ func (a *Autoscaler) estimateGroup(ctx context.Context, r *scaleUpRound, gs *clu
 }
 
 // passing are the pod groups that the node group's template takes; the others
-// are marked rejected by it, with the scheduler's reasons.
-func (r *scaleUpRound) passing(ctx context.Context, id string, templateInfo fwk.NodeInfo) []int {
+// are marked rejected by it, with the scheduler's reasons. A template with
+// devices is in the snapshot, with its slices, while the pods are checked:
+// the DynamicResources plugin finds devices only in the snapshot.
+func (r *scaleUpRound) passing(ctx context.Context, id string, templateInfo fwk.NodeInfo, slices []*resourcev1.ResourceSlice) ([]int, error) {
+	if len(slices) > 0 {
+		r.snapshot.Fork()
+		defer r.snapshot.Revert()
+		if err := r.snapshot.AddNode(templateInfo, slices...); err != nil {
+			return nil, err
+		}
+	}
 	var passing []int
 	for i, g := range r.groups {
 		if st := g.check.Fits(ctx, templateInfo); !st.IsSuccess() {
@@ -160,7 +175,7 @@ func (r *scaleUpRound) passing(ctx context.Context, id string, templateInfo fwk.
 		}
 		passing = append(passing, i)
 	}
-	return passing
+	return passing, nil
 }
 
 // nodeLimit is how many nodes the group may add in this scale-up, and the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -12,6 +13,7 @@ import (
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
 	"github.com/quotascale/quotascale/cluster-autoscaler/simulator"
+	"github.com/quotascale/quotascale/pkg/nodetemplate"
 )
 
 // addUpcoming puts a template copy for every node still being provisioned into
@@ -25,11 +27,11 @@ func addUpcoming(snapshot *simulator.Snapshot, state *clusterstate.State, templa
 			continue
 		}
 		for i := range gs.Provisioning() {
-			info, err := templateNodeInfo(t, gs.Group.Id(), fmt.Sprintf("upcoming-%d", i))
+			info, slices, err := templateNodeInfo(t, gs.Group.Id(), fmt.Sprintf("upcoming-%d", i))
 			if err != nil {
 				return err
 			}
-			if err := snapshot.AddNode(info); err != nil {
+			if err := snapshot.AddNode(info, slices...); err != nil {
 				return err
 			}
 		}
@@ -59,6 +61,10 @@ func placeOnExisting(ctx context.Context, groups []*podGroup, snapshot *simulato
 			for i := firstTry; i < snapshot.Len(); i++ {
 				if g.check.Fits(ctx, snapshot.At(i)).IsSuccess() {
 					node := snapshot.Place(podInfo, i)
+					if err := g.check.Reserve(ctx, pod, node); err != nil {
+						// The pod stays placed: Filter found its devices.
+						klog.FromContext(ctx).Error(err, "Placing a pod on an existing node")
+					}
 					for _, other := range groups {
 						other.check.Placed(ctx, podInfo, node)
 					}
@@ -79,11 +85,17 @@ func placeOnExisting(ctx context.Context, groups []*podGroup, snapshot *simulato
 }
 
 // templateNodeInfo is a copy of a group's template, node and pods, named so
-// that it collides with no real node and no other copy. It keeps the
+// that it collides with no real node and no other copy, and the copies of the
+// template's ResourceSlices that publish its devices as its own. It keeps the
 // template's labels, zone labels included, and gets a kubernetes.io/hostname of
 // its own, as a new node would.
-func templateNodeInfo(t *cloudprovider.NodeInfo, groupID, suffix string) (fwk.NodeInfo, error) {
-	return simulator.NewNodeInfo(templateNode(t.Node, groupID, suffix), t.Pods...)
+func templateNodeInfo(t *cloudprovider.NodeInfo, groupID, suffix string) (fwk.NodeInfo, []*resourcev1.ResourceSlice, error) {
+	node := templateNode(t.Node, groupID, suffix)
+	info, err := simulator.NewNodeInfo(node, t.Pods...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return info, nodetemplate.ResourceSlicesFor(t.ResourceSlices, t.Node.Name, node.Name), nil
 }
 
 // templateNode names a copy of a group's template node, so that simulated nodes

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -58,8 +59,9 @@ type Result struct {
 }
 
 // NewNode makes the i-th new node of an estimate from the group's template:
-// a copy with a name and kubernetes.io/hostname of its own.
-type NewNode func(i int) (fwk.NodeInfo, error)
+// a copy with a name and kubernetes.io/hostname of its own, and the copies of
+// the template's ResourceSlices that make its devices its own.
+type NewNode func(i int) (fwk.NodeInfo, []*resourcev1.ResourceSlice, error)
 
 // Binpack packs pods onto at most limit new nodes, largest pods first, in the
 // cluster snapshot (existing and upcoming nodes, and the pods already placed
@@ -166,8 +168,7 @@ func (k *packer) place(ctx context.Context, p Pod) (bool, error) {
 	}
 	for i := from; i < k.snapshot.Len(); i++ {
 		if check.Fits(ctx, k.snapshot.At(i)).IsSuccess() {
-			k.put(ctx, p, i)
-			return true, nil
+			return true, k.put(ctx, p, i)
 		}
 		k.firstTry[p.Group] = i + 1
 	}
@@ -179,11 +180,11 @@ func (k *packer) place(ctx context.Context, p Pod) (bool, error) {
 		k.timedOut = true
 		return false, nil
 	}
-	fresh, err := k.newNode(k.used)
+	fresh, slices, err := k.newNode(k.used)
 	if err != nil {
 		return false, err
 	}
-	if err := k.snapshot.AddNode(fresh); err != nil {
+	if err := k.snapshot.AddNode(fresh, slices...); err != nil {
 		return false, err
 	}
 	i := k.snapshot.Len() - 1
@@ -192,16 +193,22 @@ func (k *packer) place(ctx context.Context, p Pod) (bool, error) {
 			"pod", klog.KObj(p.Pod), "node", k.template.Node().Name, "reason", status.Message())
 		return false, nil
 	}
-	k.put(ctx, p, i)
-	return true, nil
+	return true, k.put(ctx, p, i)
 }
 
-func (k *packer) put(ctx context.Context, p Pod, i int) {
+// put places p on the node at i, which its check just passed it for: the
+// node holds it, its claims take their devices, and the checks that follow
+// placements learn of it.
+func (k *packer) put(ctx context.Context, p Pod, i int) error {
 	if i == k.first+k.used {
 		k.used++
 	}
 	node := k.snapshot.Place(p.Info, i)
+	if err := k.checks[p.Check].Reserve(ctx, p.Pod, node); err != nil {
+		return err
+	}
 	for _, c := range k.following {
 		c.Placed(ctx, p.Info, node)
 	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -119,11 +120,12 @@ func TestBinpack(t *testing.T) {
 
 // copies makes the i-th new node from node, as the loop does.
 func copies(node *corev1.Node) NewNode {
-	return func(i int) (fwk.NodeInfo, error) {
+	return func(i int) (fwk.NodeInfo, []*resourcev1.ResourceSlice, error) {
 		n := node.DeepCopy()
 		n.Name = fmt.Sprintf("%s-new-%d", node.Name, i)
 		n.Labels[corev1.LabelHostname] = n.Name
-		return simulator.NewNodeInfo(n)
+		info, err := simulator.NewNodeInfo(n)
+		return info, nil, err
 	}
 }
 

@@ -2,6 +2,7 @@ package simulator
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -45,6 +46,14 @@ type PodCheck struct {
 	// shapeOnly: every Filter plugin that runs for the pod reads only the
 	// node's shape (NodeShape).
 	shapeOnly bool
+	// dra: the DynamicResources plugin took part in PreFilter (the pod has
+	// claims, or asks for an extended resource devices may serve), whose
+	// allocator holds the devices and allocations of the snapshot's DRA
+	// state at draStamp. A check whose stamp is not the snapshot's runs
+	// PreFilter again before it filters: a node with devices was added, a
+	// placed pod took devices, or a Revert gave them back.
+	dra      bool
+	draStamp uint64
 }
 
 // PreFilter runs the PreFilter plugins for pod against the current snapshot.
@@ -55,6 +64,7 @@ func (f *Framework) PreFilter(ctx context.Context, pod *corev1.Pod) *PodCheck {
 }
 
 func (c *PodCheck) preFilter(ctx context.Context) {
+	c.draStamp = c.fw.snapshot.current.DRAStamp()
 	state := framework.NewCycleState()
 	_, status, _ := c.fw.RunPreFilterPlugins(c.fw.pluginContext(ctx), state, c.pod)
 	if status.IsSkip() {
@@ -69,6 +79,7 @@ func (c *PodCheck) preFilter(ctx context.Context) {
 		}
 	}
 	c.affinitySkipped = c.fw.enabledPreFilter.Has(names.InterPodAffinity) && skipped.Has(names.InterPodAffinity)
+	c.dra = c.fw.dra != nil && c.fw.enabledPreFilter.Has(names.DynamicResources) && !skipped.Has(names.DynamicResources)
 	a := c.pod.Spec.Affinity
 	requiredAffinity := a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
 	c.namespaceLocal = namespaceLocal(c.pod)
@@ -88,10 +99,42 @@ func (c *PodCheck) Monotone() bool { return c.monotone }
 // Fits runs the Filter plugins for the pod on info. A PreFilter refusal refuses
 // every node.
 func (c *PodCheck) Fits(ctx context.Context, info fwk.NodeInfo) *fwk.Status {
+	if c.dra && c.draStamp != c.fw.snapshot.current.DRAStamp() {
+		c.preFilter(ctx)
+	}
 	if !c.status.IsSuccess() {
 		return c.status
 	}
 	return c.fw.RunFilterPlugins(c.fw.pluginContext(ctx), c.state, c.pod, info)
+}
+
+// Reserve allocates the claims of pod, which the simulation placed on node
+// after Fits passed it there, in the snapshot's DRA state, so that later
+// checks see the devices taken; a claim allocated already (one the pod shares
+// with a pod placed before) stays as it is. It runs the DynamicResources
+// plugin's PreFilter, Filter and Reserve for pod on node alone, in a cycle
+// state of their own: the check's state may be another check's too (the
+// plugin's part of it is shared by every fork), and Reserve writes into it.
+func (c *PodCheck) Reserve(ctx context.Context, pod *corev1.Pod, node fwk.NodeInfo) error {
+	if !c.dra {
+		return nil
+	}
+	ctx = c.fw.pluginContext(ctx)
+	state := framework.NewCycleState()
+	_, status := c.fw.dra.PreFilter(ctx, state, pod, nil)
+	if status.IsSkip() {
+		return nil
+	}
+	if status.IsSuccess() {
+		status = c.fw.dra.Filter(ctx, state, pod, node)
+	}
+	if status.IsSuccess() {
+		status = c.fw.dra.Reserve(ctx, state, pod, node.Node().Name)
+	}
+	if !status.IsSuccess() {
+		return fmt.Errorf("allocating the claims of pod %s/%s on node %s: %w", pod.Namespace, pod.Name, node.Node().Name, status.AsError())
+	}
+	return nil
 }
 
 // Placed tells the check that the simulation put placed on node (which already

@@ -10,6 +10,7 @@ import (
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	feature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/informers"
@@ -27,6 +28,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedulermetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
@@ -116,6 +118,19 @@ type profile struct {
 	filters []string
 	// logOffset lowers the verbosity of every line the plugins log.
 	logOffset int
+	// dra is the profile's DynamicResources plugin, nil when it has none;
+	// snapshot is the framework's, whose DRA state the plugin reads.
+	dra      draPlugin
+	snapshot *swappableSnapshot
+}
+
+// draPlugin is what the simulation runs of the DynamicResources plugin
+// besides PreFilter and Filter: Reserve, where the plugin hands over the
+// devices it allocated (see claimTracker).
+type draPlugin interface {
+	fwk.PreFilterPlugin
+	fwk.FilterPlugin
+	fwk.ReservePlugin
 }
 
 // profileFor is the profile a pod's schedulerName names, as the scheduler
@@ -140,8 +155,20 @@ func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error
 	if err := registry.Merge(opts.Registry); err != nil {
 		return nil, fmt.Errorf("registering plugins: %w", err)
 	}
+	// The DynamicResources plugin of the profile being built, as its
+	// factory makes it: the simulation runs its Reserve after a placement.
+	var built draPlugin
+	if factory, ok := registry[names.DynamicResources]; ok {
+		registry[names.DynamicResources] = func(ctx context.Context, args runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+			pl, err := factory(ctx, args, h)
+			if p, ok := pl.(draPlugin); ok && err == nil {
+				built = p
+			}
+			return pl, err
+		}
+	}
 	snapshot := &swappableSnapshot{}
-	snapshot.set(lister{newEmptySnapshot()})
+	snapshot.set(newEmptySnapshot())
 	frameworkOpts := []frameworkruntime.Option{
 		frameworkruntime.WithClientSet(opts.Client),
 		frameworkruntime.WithKubeConfig(opts.KubeConfig),
@@ -161,16 +188,17 @@ func NewFramework(ctx context.Context, opts FrameworkOptions) (*Framework, error
 		if err != nil {
 			return nil, err
 		}
-		frameworkOpts = append(frameworkOpts, frameworkruntime.WithSharedDRAManager(dra))
+		frameworkOpts = append(frameworkOpts, frameworkruntime.WithSharedDRAManager(simulatedDRA{live: dra, snapshot: snapshot}))
 	}
 	out := &Framework{profiles: map[string]*profile{}, snapshot: snapshot}
 	for i := range opts.Config.Profiles {
 		cfg := &opts.Config.Profiles[i]
+		built = nil
 		fw, err := frameworkruntime.NewFramework(ctx, registry, cfg, frameworkOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("building the simulation framework for profile %q: %w", cfg.SchedulerName, err)
 		}
-		p := &profile{Framework: fw, enabledPreFilter: sets.New[string](), logOffset: opts.LogOffset}
+		p := &profile{Framework: fw, enabledPreFilter: sets.New[string](), logOffset: opts.LogOffset, dra: built, snapshot: snapshot}
 		if plugins := fw.ListPlugins(); plugins != nil {
 			for _, pl := range plugins.PreFilter.Enabled {
 				p.enabledPreFilter.Insert(pl.Name)
@@ -231,14 +259,17 @@ func newDRAManager(ctx context.Context, opts FrameworkOptions) (fwk.SharedDRAMan
 }
 
 // SetSnapshot makes s the cluster every later check sees.
-func (f *Framework) SetSnapshot(s *Snapshot) { f.snapshot.set(lister{s}) }
+func (f *Framework) SetSnapshot(s *Snapshot) { f.snapshot.set(s) }
 
 // swappableSnapshot lets one framework, built once, read a new snapshot every
-// loop: plugins keep the lister they were given at construction.
+// loop: plugins keep the lister and the DRA manager they were given at
+// construction.
 type swappableSnapshot struct {
 	fwk.MutableSnapshotSharedLister
+	current *Snapshot
 }
 
-func (s *swappableSnapshot) set(inner fwk.MutableSnapshotSharedLister) {
-	s.MutableSnapshotSharedLister = inner
+func (s *swappableSnapshot) set(inner *Snapshot) {
+	s.MutableSnapshotSharedLister = lister{inner}
+	s.current = inner
 }

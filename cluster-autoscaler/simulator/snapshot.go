@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
@@ -35,6 +36,9 @@ type Snapshot struct {
 	undo   []replaced
 	forks  []fork
 	listed *affinityLists
+	// dra is what the simulation adds to the cluster's DRA objects: the
+	// added nodes' devices and the claims allocated to placed pods.
+	dra draState
 }
 
 type replaced struct {
@@ -43,9 +47,12 @@ type replaced struct {
 	owner int
 }
 
-// fork is where the snapshot stood at a Fork: its length, undo log and
-// generation.
-type fork struct{ len, undo, gen int }
+// fork is where the snapshot stood at a Fork: its length, undo log,
+// generation and DRA state.
+type fork struct {
+	len, undo, gen int
+	dra            draMark
+}
 
 // affinityLists are the lister's subsets of nodes, rebuilt after a change when
 // a plugin asks for them (PreFilter does, Filter does not).
@@ -59,7 +66,7 @@ func newSnapshot(base *cache.Snapshot) *Snapshot {
 	list, _ := base.List()
 	// Generation 0 owns nothing: the base's nodes are copied before a change.
 	s := &Snapshot{base: base, nodes: append([]fwk.NodeInfo(nil), list...), index: make(map[string]int, len(list)),
-		owner: make([]int, len(list)), gen: 1, lastGen: 1}
+		owner: make([]int, len(list)), gen: 1, lastGen: 1, dra: draState{stamp: newStamp()}}
 	for i, n := range list {
 		s.index[n.Node().Name] = i
 	}
@@ -95,8 +102,9 @@ func (s *Snapshot) NodeInfos() ([]fwk.NodeInfo, error) { return s.nodes, nil }
 func (s *Snapshot) Len() int              { return len(s.nodes) }
 func (s *Snapshot) At(i int) fwk.NodeInfo { return s.nodes[i] }
 
-// AddNode adds a simulated node, with the pods info already holds.
-func (s *Snapshot) AddNode(info fwk.NodeInfo) error {
+// AddNode adds a simulated node, with the pods info already holds and the
+// ResourceSlices its DRA drivers would publish, which must be local to it.
+func (s *Snapshot) AddNode(info fwk.NodeInfo, slices ...*resourcev1.ResourceSlice) error {
 	if info.Node() == nil {
 		return errors.New("adding a node info without a node")
 	}
@@ -108,6 +116,7 @@ func (s *Snapshot) AddNode(info fwk.NodeInfo) error {
 	s.nodes = append(s.nodes, info)
 	s.owner = append(s.owner, s.gen)
 	s.listed = nil
+	s.addSlices(slices)
 	return nil
 }
 
@@ -128,7 +137,7 @@ func (s *Snapshot) Place(pod fwk.PodInfo, i int) fwk.NodeInfo {
 
 // Fork starts changes that Revert undoes.
 func (s *Snapshot) Fork() {
-	s.forks = append(s.forks, fork{len: len(s.nodes), undo: len(s.undo), gen: s.gen})
+	s.forks = append(s.forks, fork{len: len(s.nodes), undo: len(s.undo), gen: s.gen, dra: s.draMark()})
 	s.lastGen++
 	s.gen = s.lastGen
 }
@@ -148,6 +157,7 @@ func (s *Snapshot) Revert() {
 	}
 	clear(s.nodes[f.len:])
 	s.nodes, s.owner, s.gen, s.listed = s.nodes[:f.len], s.owner[:f.len], f.gen, nil
+	s.revertDRA(f.dra)
 }
 
 // Commit keeps every change since the matching Fork: they become changes of
@@ -159,6 +169,8 @@ func (s *Snapshot) Commit() {
 	if len(s.forks) == 0 {
 		clear(s.undo)
 		s.undo = s.undo[:0]
+		clear(s.dra.undo)
+		s.dra.undo = s.dra.undo[:0]
 	}
 }
 

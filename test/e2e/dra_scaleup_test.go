@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+)
+
+// The autoscaler's scale-up simulation sees the devices of nodes that do not
+// exist yet: a group's template carries the ResourceSlices its nodes will
+// publish, the DynamicResources plugin allocates the pending pods' claims on
+// them, and a device taken by one simulated pod is not given to the next.
+// test/oracle judges every node against the CapacityQuotas from the
+// ResourceSlices and the claims' allocation results.
+
+// draQuotaGroup has two devices of its own driver per node; its label is
+// what draDeviceQuota selects. Nodes take a while to register, so that the
+// loops below see them as upcoming first.
+const draQuotaGroup = `
+nodeGroups:
+- name: e2e-kwok-dra-quota
+  minSize: 0
+  maxSize: 6
+  labels: {e2e.quotascale.io/dra: quota}
+  capacity: {cpu: "16", memory: 64Gi}
+  provisioningDelay: 2s
+  devices:
+  - driver: dra-quota.example.com
+    count: 2
+`
+
+// draDeviceQuota allows four devices of class gpu.example.com on the group's
+// nodes: two nodes.
+const draDeviceQuota = `
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityQuota
+metadata: {name: e2e-dra-devices}
+spec:
+  selector: {matchLabels: {e2e.quotascale.io/dra: quota}}
+  limits: {resources: {gpu.example.com.deviceclass.resource.k8s.io/devices: 4}}
+`
+
+const draDeviceQuotaReason = `exceeded quota: "CapacityQuota/e2e-dra-devices", resources: gpu.example.com.deviceclass.resource.k8s.io/devices`
+
+// TestDRAScaleUpCapacityQuotaCountsDevices: five pods with a one-device claim
+// each, a group with two devices per node, a CapacityQuota of four devices.
+// The autoscaler adds exactly two nodes; four pods run, the fifth waits with
+// the exceeded-quota reason naming the device-class resource, in its event and
+// in the visibility log.
+func TestDRAScaleUpCapacityQuotaCountsDevices(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx, "")
+	createDeviceClass(t, ctx, "gpu.example.com", "dra-quota.example.com")
+	createClaimTemplate(t, ctx, ns, "one-gpu", "gpu.example.com")
+	applyCapacityQuotas(t, ctx, []byte(draDeviceQuota))
+	visibility := ""
+	a := startAutoscaler(t, ctx, draQuotaGroup, func(o *config.Options) { visibility = o.VisibilityLogFile })
+	createClaimPods(t, ctx, ns, "gpu", 5, "one-gpu")
+	waitUnschedulable(t, ctx, ns, 5)
+
+	want := map[string]int{"e2e-kwok-dra-quota": 2}
+	a.loop(t, ctx)
+	if diff := cmp.Diff(want, a.targets(t)); diff != "" {
+		t.Fatalf("targets after the first loop (-want +got):\n%s", diff)
+	}
+	// Loops while the nodes provision count their devices as upcoming.
+	a.loop(t, ctx)
+	if diff := cmp.Diff(want, a.targets(t)); diff != "" {
+		t.Fatalf("a loop during provisioning went past the quota (-want +got):\n%s", diff)
+	}
+	settle(t, ctx, "4 pods running, 1 pending", wantPhases(ns, 4, 1))
+	waitFor(t, ctx, "two pods and two devices on each node", func(ctx context.Context) error {
+		pods, devices, err := claimPlacement(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff([]int{2, 2}, sortedCounts(pods)); diff != "" {
+			return fmt.Errorf("pods per node (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff([]int{2, 2}, sortedCounts(devices)); diff != "" {
+			return fmt.Errorf("devices per node (-want +got):\n%s", diff)
+		}
+		return nil
+	})
+	waitUnschedulable(t, ctx, ns, 1)
+	a.loop(t, ctx)
+	if diff := cmp.Diff(want, a.targets(t)); diff != "" {
+		t.Fatalf("targets once the nodes registered (-want +got):\n%s", diff)
+	}
+	wantPodEvent(t, ctx, ns, "pod didn't trigger scale-up: 1 "+draDeviceQuotaReason)
+	assertVisibilityNoScaleUp(t, visibility, "e2e-kwok-dra-quota", "", draDeviceQuotaReason)
+}
+
+// draZeroGroup declares its devices only in its config: it has no node to
+// copy slices from.
+const draZeroGroup = `
+nodeGroups:
+- name: e2e-kwok-dra-zero
+  minSize: 0
+  maxSize: 6
+  capacity: {cpu: "16", memory: 64Gi}
+  devices:
+  - driver: dra-zero.example.com
+    count: 2
+`
+
+// TestDRAScaleUpFromZero: a group without nodes whose config declares two
+// devices per node. Three pods with a one-device claim each need two nodes;
+// they get them in one loop, and run with their claims allocated there.
+func TestDRAScaleUpFromZero(t *testing.T) {
+	ctx := testContext(t)
+	ns := createNamespace(t, ctx, "")
+	createDeviceClass(t, ctx, "gpu-zero.example.com", "dra-zero.example.com")
+	createClaimTemplate(t, ctx, ns, "one-gpu", "gpu-zero.example.com")
+	a := startAutoscaler(t, ctx, draZeroGroup, nil)
+	createClaimPods(t, ctx, ns, "gpu", 3, "one-gpu")
+	waitUnschedulable(t, ctx, ns, 3)
+
+	a.loop(t, ctx)
+	if diff := cmp.Diff(map[string]int{"e2e-kwok-dra-zero": 2}, a.targets(t)); diff != "" {
+		t.Fatalf("targets after the first loop (-want +got):\n%s", diff)
+	}
+	settle(t, ctx, "3 pods running", wantPhases(ns, 3, 0))
+	waitFor(t, ctx, "the claims allocated on the new nodes", func(ctx context.Context) error {
+		pods, devices, err := claimPlacement(ctx, ns)
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff([]int{1, 2}, sortedCounts(pods)); diff != "" {
+			return fmt.Errorf("pods per node (-want +got):\n%s", diff)
+		}
+		for node := range devices {
+			if !strings.HasPrefix(node, "e2e-kwok-dra-zero-") {
+				return fmt.Errorf("a device of node %s", node)
+			}
+		}
+		return nil
+	})
+	nodes, err := cluster.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for _, n := range nodes.Items {
+		if strings.HasPrefix(n.Name, "e2e-kwok-dra-zero-") {
+			got++
+		}
+	}
+	if got != 2 {
+		t.Errorf("%d nodes of the group, want 2", got)
+	}
+}
