@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
+	"github.com/quotascale/quotascale/quota/gang"
 )
 
 const gpuDevices = "gpu.example.com.deviceclass.resource.k8s.io/devices"
@@ -38,6 +40,19 @@ func deviceClaim(namespace, name string, owner types.UID, allocated bool) *resou
 	return c
 }
 
+// deviceTree is a tree whose leaf root.team (namespace team) may use 2
+// devices of class gpu.example.com.
+func deviceTree() *schedulingv1beta1.ElasticQuotaTree {
+	return &schedulingv1beta1.ElasticQuotaTree{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "tree", Generation: 1, CreationTimestamp: ago(time.Hour)},
+		Spec: schedulingv1beta1.ElasticQuotaTreeSpec{Root: schedulingv1beta1.ElasticQuotaSpec{
+			Name: "root", Min: list("cpu", "100", gpuDevices, "10"), Max: list("cpu", "100", gpuDevices, "10"),
+			Children: []schedulingv1beta1.ElasticQuotaSpec{{Name: "root.team", Namespaces: []string{"team"},
+				Max: list("cpu", "100", gpuDevices, "2")}},
+		}},
+	}
+}
+
 // withTemplateClaim gives pod a claim from a template, generated as name.
 func withTemplateClaim(pod *corev1.Pod, name string) *corev1.Pod {
 	pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")})
@@ -56,14 +71,7 @@ func withSharedClaim(pod *corev1.Pod, name string) *corev1.Pod {
 // its leaf's device max of 2 reached. Without claims, devices were left out:
 // the leaf showed no device used and the pending pod was told it fits.
 func TestDevicesCountInTheTree(t *testing.T) {
-	tree := &schedulingv1beta1.ElasticQuotaTree{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "tree", Generation: 1, CreationTimestamp: ago(time.Hour)},
-		Spec: schedulingv1beta1.ElasticQuotaTreeSpec{Root: schedulingv1beta1.ElasticQuotaSpec{
-			Name: "root", Min: list("cpu", "100", gpuDevices, "10"), Max: list("cpu", "100", gpuDevices, "10"),
-			Children: []schedulingv1beta1.ElasticQuotaSpec{{Name: "root.team", Namespaces: []string{"team"},
-				Max: list("cpu", "100", gpuDevices, "2")}},
-		}},
-	}
+	tree := deviceTree()
 	bound := replicaPods("team", "train", 3, "1", "node-a", time.Minute)
 	withTemplateClaim(bound[0], "train-0-gpu")
 	withSharedClaim(bound[1], "shared")
@@ -103,5 +111,29 @@ func TestDevicesCountInTheTree(t *testing.T) {
 	blind.ClaimsListed, blind.Claims, blind.DeviceClasses = false, nil, nil
 	if diff := cmp.Diff(map[string]string{"root": "0", "root.team": "0"}, used(Tree(blind))); diff != "" {
 		t.Errorf("devices used without claims (-want +got):\n%s", diff)
+	}
+}
+
+// TestExplainGangCountsDevices: a gang's request counts its members' devices
+// as the scheduler's does. Three pending members with a device each ask 3 of
+// their leaf's 2 devices as a gang, though each alone fits.
+func TestExplainGangCountsDevices(t *testing.T) {
+	tree := deviceTree()
+	pods := replicaPods("team", "train", 3, "1", "", time.Minute)
+	var claims []*resourceapi.ResourceClaim
+	for i, p := range pods {
+		p.Labels[gang.LabelName], p.Labels[gang.LabelMinAvailable] = "train", "3"
+		name := fmt.Sprintf("train-%d-gpu", i)
+		withTemplateClaim(p, name)
+		claims = append(claims, deviceClaim("team", name, p.UID, false))
+	}
+	snap := Snapshot{Now: now, Trees: treesOf(tree), Pods: pods, GangPods: pods, ClaimsListed: true, Claims: claims,
+		DeviceClasses: []*resourceapi.DeviceClass{{ObjectMeta: metav1.ObjectMeta{Name: "gpu.example.com"}}}}
+	e := Explain(snap, pods[0], DefaultTop)
+	if e.Gang == nil || e.Gang.Request[gpuDevices] != "3" {
+		t.Fatalf("the gang's request: want 3 %s, got %+v", gpuDevices, e.Gang)
+	}
+	if e.ElasticQuota == nil || e.ElasticQuota.Admitted || !strings.Contains(e.ElasticQuota.Message, gpuDevices) {
+		t.Errorf("the gang: want refused on %s, got %+v", gpuDevices, e.ElasticQuota)
 	}
 }

@@ -39,12 +39,17 @@ func Explain(s Snapshot, pod *corev1.Pod, top int) PodExplanation {
 		q := requests[name]
 		out.Requests[string(name)] = q.String()
 	}
+	tree := elastic.InForce(s.Trees)
+	var m *model
+	var modelErr error
+	if tree != nil {
+		m, modelErr = newModel(tree, s.Pods, lookup)
+	}
 	var gangRequest corev1.ResourceList
-	out.Gang, gangRequest = explainGang(s, pod)
-	if tree := elastic.InForce(s.Trees); tree != nil {
-		m, err := newModel(tree, s.Pods, lookup)
-		if err != nil {
-			out.Notes = append(out.Notes, err.Error())
+	out.Gang, gangRequest = explainGang(s, pod, gangCharger(lookup, m))
+	if tree != nil {
+		if modelErr != nil {
+			out.Notes = append(out.Notes, modelErr.Error())
 		} else {
 			// The tree also charges the pod's devices; a shared claim that a
 			// bound pod uses is charged already.

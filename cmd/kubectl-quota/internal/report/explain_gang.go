@@ -6,7 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	workloadv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/quotascale/quotascale/quota/claims"
 	"github.com/quotascale/quotascale/quota/elastic"
 	"github.com/quotascale/quotascale/quota/gang"
 )
@@ -15,7 +17,7 @@ import (
 // (quota/gang), or returns nil for a pod in no gang. The request is what the
 // tree must admit for pod: the gang's outstanding request while the gang is
 // not whole, nil when pod is judged alone.
-func explainGang(s Snapshot, pod *corev1.Pod) (*GangExplanation, corev1.ResourceList) {
+func explainGang(s Snapshot, pod *corev1.Pod, charger gang.Charger) (*GangExplanation, corev1.ResourceList) {
 	key, ok := gang.RefOf(pod)
 	if !ok {
 		return nil, nil
@@ -45,7 +47,7 @@ func explainGang(s Snapshot, pod *corev1.Pod) (*GangExplanation, corev1.Resource
 		}
 		out.Members = append(out.Members, GangMember{Pod: m.Name, Node: m.Spec.NodeName, Phase: m.Status.Phase, Counted: i < int(g.MinCount)})
 	}
-	request, standIns, ok := gang.Outstanding(g, members, elastic.Charged, pod, gang.Charger{})
+	request, standIns, ok := gang.Outstanding(g, members, elastic.Charged, pod, charger)
 	if !ok {
 		out.Whole = true
 		return out, nil
@@ -128,6 +130,22 @@ func gangVerdict(gx *GangExplanation, eq *ElasticQuotaExplanation) string {
 			gx.Gang, gx.Pods, gx.MinCount, gx.MinCount)
 	}
 	return ""
+}
+
+// gangCharger charges a gang's members as explain charges a pod (podCharge):
+// their devices count, and a shared claim a bound pod uses is charged
+// already. Without a lookup, or a model, it counts requests.
+func gangCharger(lookup claims.Lookup, m *model) gang.Charger {
+	if lookup == nil || m == nil {
+		return gang.Charger{}
+	}
+	return gang.Charger{
+		Charge: func(p *corev1.Pod) claims.Charge {
+			ch, _ := claims.PodCharge(p, lookup)
+			return ch
+		},
+		SharedCharged: func(key types.UID) bool { return m.live != nil && m.live.Tracks(key) },
+	}
 }
 
 // gangRequests is the request explain judges for pod: its gang's while the
