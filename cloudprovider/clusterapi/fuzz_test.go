@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -11,18 +12,20 @@ import (
 // FuzzNodeGroupAnnotations feeds arbitrary size and scale-from-zero annotations
 // (user text on a MachineDeployment) to the node group and template builders:
 // they never panic, a group they accept has 0 <= min <= max, and a template
-// they accept has the annotated cpu and memory and only valid label keys.
+// they accept has the annotated cpu and memory, only valid label keys, and
+// devices in one slice of at most 128, local to the template node.
 func FuzzNodeGroupAnnotations(f *testing.F) {
-	f.Add("1", "5", "4", "16Gi", "110", "nvidia.com/gpu", "1", "pool=a,tier=gpu", "gpu=true:NoSchedule")
-	f.Add("0", "0", "500m", "1Gi", "", "", "", "", "")
-	f.Add("3", "2", "-1", "x", "-5", "not a name", "-1", "novalue", "=:Bogus")
-	f.Add("", "5", "", "", "", "", "", " , ", " , ")
-	f.Fuzz(func(t *testing.T, minSize, maxSize, cpu, memory, maxPods, gpuType, gpuCount, labels, taints string) {
+	f.Add("1", "5", "4", "16Gi", "110", "nvidia.com/gpu", "1", "gpu.example.com", "pool=a,tier=gpu", "gpu=true:NoSchedule")
+	f.Add("0", "0", "500m", "1Gi", "", "", "", "", "", "")
+	f.Add("3", "2", "-1", "x", "-5", "not a name", "-1", "Not_A.Driver", "novalue", "=:Bogus")
+	f.Add("", "5", "", "", "", "", "", "", " , ", " , ")
+	f.Add("0", "5", "4", "16Gi", "", "", "129", "gpu.example.com", "", "")
+	f.Fuzz(func(t *testing.T, minSize, maxSize, cpu, memory, maxPods, gpuType, gpuCount, draDriver, labels, taints string) {
 		annotations := map[string]string{}
 		for key, value := range map[string]string{
 			NodeGroupMinSizeAnnotation: minSize, NodeGroupMaxSizeAnnotation: maxSize,
 			CPUAnnotation: cpu, MemoryAnnotation: memory, MaxPodsAnnotation: maxPods,
-			GPUTypeAnnotation: gpuType, GPUCountAnnotation: gpuCount,
+			GPUTypeAnnotation: gpuType, GPUCountAnnotation: gpuCount, DRADriverAnnotation: draDriver,
 			LabelsAnnotation: labels, TaintsAnnotation: taints,
 		} {
 			if value != "" {
@@ -56,6 +59,12 @@ func FuzzNodeGroupAnnotations(f *testing.F) {
 		for k, v := range info.Node.Labels {
 			if len(content.IsLabelKey(k)) > 0 || len(content.IsLabelValue(v)) > 0 {
 				t.Fatalf("invalid label %q=%q on the template node", k, v)
+			}
+		}
+		for _, s := range info.ResourceSlices {
+			if len(info.ResourceSlices) > 1 || len(s.Spec.Devices) > resourcev1.ResourceSliceMaxDevices ||
+				s.Spec.NodeName == nil || *s.Spec.NodeName != info.Node.Name || len(content.IsDNS1123Subdomain(s.Spec.Driver)) > 0 {
+				t.Fatalf("template slices %d, this one: driver %q, %d devices, node %v", len(info.ResourceSlices), s.Spec.Driver, len(s.Spec.Devices), s.Spec.NodeName)
 			}
 		}
 	})

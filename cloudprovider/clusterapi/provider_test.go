@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
 
 	"github.com/quotascale/quotascale/cloudprovider"
 )
@@ -225,6 +227,47 @@ func TestTemplateNodeInfoErrors(t *testing.T) {
 				t.Errorf("want ErrNotImplemented, got %v", err)
 			}
 		})
+	}
+}
+
+// TestTemplateNodeInfoDRADriver: upstream's dra-driver annotation with a
+// gpu-count gives a template scaled from zero the node-local ResourceSlice
+// that driver will publish, its pool named after the node; a bad driver name
+// or more devices than a slice holds is refused, naming the annotation.
+func TestTemplateNodeInfoDRADriver(t *testing.T) {
+	a := sizes("0", "3")
+	a[CPUAnnotation], a[MemoryAnnotation], a[GPUCountAnnotation], a[DRADriverAnnotation] = "4", "8Gi", "2", "gpu.example.com"
+	p := newFakeProvider(t, scalable("MachineDeployment", "md", a, 0))
+	info, err := p.NodeGroups()[0].TemplateNodeInfo()
+	if err != nil {
+		t.Fatalf("TemplateNodeInfo: %v", err)
+	}
+	gpu := map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": {StringValue: ptr.To("gpu")}}
+	want := []*resourcev1.ResourceSlice{{
+		ObjectMeta: metav1.ObjectMeta{Name: "md-template-gpu.example.com"},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver: "gpu.example.com", NodeName: ptr.To("md-template"),
+			Pool:    resourcev1.ResourcePool{Name: "md-template", ResourceSliceCount: 1},
+			Devices: []resourcev1.Device{{Name: "gpu-0", Attributes: gpu}, {Name: "gpu-1", Attributes: gpu}},
+		},
+	}}
+	if diff := cmp.Diff(want, info.ResourceSlices); diff != "" {
+		t.Errorf("slices (-want +got):\n%s", diff)
+	}
+	if _, ok := info.Node.Status.Capacity["gpu.example.com"]; ok {
+		t.Errorf("capacity %v has the driver as a resource", info.Node.Status.Capacity)
+	}
+	for _, tc := range []struct{ driver, count, want string }{
+		{"Not_A.Driver", "1", `MachineDeployment/ns/md: annotation capacity.cluster-autoscaler.kubernetes.io/dra-driver: "Not_A.Driver" is not a driver name such as gpu.example.com`},
+		{"gpu.example.com", "129", `MachineDeployment/ns/md: annotation capacity.cluster-autoscaler.kubernetes.io/gpu-count: 129 devices of driver gpu.example.com are more than one ResourceSlice holds (128)`},
+	} {
+		a[DRADriverAnnotation], a[GPUCountAnnotation] = tc.driver, tc.count
+		// A group at zero without a template is left out; one with a
+		// replica (not yet a node) is asked for its template.
+		p := newFakeProvider(t, scalable("MachineDeployment", "md", a, 1))
+		if _, err := p.NodeGroups()[0].TemplateNodeInfo(); err == nil || err.Error() != tc.want {
+			t.Errorf("driver %q, count %s: error %v, want %q", tc.driver, tc.count, err, tc.want)
+		}
 	}
 }
 

@@ -7,11 +7,13 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/pkg/nodetemplate"
@@ -27,6 +29,10 @@ const (
 	MaxPodsAnnotation        = CapacityAnnotationPrefix + "maxPods"
 	GPUTypeAnnotation        = CapacityAnnotationPrefix + "gpu-type"
 	GPUCountAnnotation       = CapacityAnnotationPrefix + "gpu-count"
+	// DRADriverAnnotation names the DRA driver that publishes the GPUs
+	// gpu-count counts, as ResourceSlice devices rather than (or besides) an
+	// extended resource.
+	DRADriverAnnotation = CapacityAnnotationPrefix + "dra-driver"
 	// LabelsAnnotation is "key=value,key=value"; TaintsAnnotation is
 	// "key=value:Effect,key:Effect".
 	LabelsAnnotation = CapacityAnnotationPrefix + "labels"
@@ -107,7 +113,50 @@ func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeInfo, error) {
 			NodeInfo:    system,
 		},
 	}
-	return &cloudprovider.NodeInfo{Node: node}, nil
+	slices, err := annotatedSlices(a, name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", g.id, err)
+	}
+	return &cloudprovider.NodeInfo{Node: node, ResourceSlices: slices}, nil
+}
+
+// annotatedSlices are the ResourceSlices that upstream's dra-driver and
+// gpu-count annotations describe for the node called node, as upstream
+// builds them: one slice holding a pool of the node's own, named after it, of
+// gpu-count devices gpu-0, gpu-1, ..., each with the string attribute type
+// "gpu". None without a driver or without GPUs. The count is already
+// validated (annotatedCapacity); one slice holds at most 128 devices.
+func annotatedSlices(a map[string]string, node string) ([]*resourcev1.ResourceSlice, error) {
+	driver := a[DRADriverAnnotation]
+	if driver == "" || a[GPUCountAnnotation] == "" {
+		return nil, nil
+	}
+	if errs := content.IsDNS1123Subdomain(driver); len(errs) > 0 || len(driver) > resourcev1.DriverNameMaxLength {
+		return nil, fmt.Errorf("annotation %s: %q is not a driver name such as gpu.example.com", DRADriverAnnotation, driver)
+	}
+	n, err := strconv.ParseInt(a[GPUCountAnnotation], 10, 64)
+	if err != nil || n <= 0 {
+		return nil, nil
+	}
+	if n > resourcev1.ResourceSliceMaxDevices {
+		return nil, fmt.Errorf("annotation %s: %d devices of driver %s are more than one ResourceSlice holds (%d)",
+			GPUCountAnnotation, n, driver, resourcev1.ResourceSliceMaxDevices)
+	}
+	slice := &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + driver},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   driver,
+			NodeName: ptr.To(node),
+			Pool:     resourcev1.ResourcePool{Name: node, ResourceSliceCount: 1},
+		},
+	}
+	for i := range n {
+		slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{
+			Name:       fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"type": {StringValue: ptr.To("gpu")}},
+		})
+	}
+	return []*resourcev1.ResourceSlice{slice}, nil
 }
 
 func (g *nodeGroup) templateName() string {
