@@ -103,6 +103,8 @@ type Autoscaler struct {
 	// turns that reuse off, for tests that compare the two.
 	reusedEstimates    int
 	estimateEveryGroup bool
+	// nodeInfos keeps the registered nodes' NodeInfos from loop to loop.
+	nodeInfos *simulator.NodeInfoCache
 }
 
 // nodesNotReadyAfterStart is how long after the start a cluster without a
@@ -144,6 +146,7 @@ func New(opts config.Options, deps Deps) *Autoscaler {
 
 		groupScaleDownFailure: map[string]time.Time{},
 		groupScaleDownDelete:  map[string]time.Time{},
+		nodeInfos:             simulator.NewNodeInfoCache(),
 	}
 }
 
@@ -248,7 +251,7 @@ func (a *Autoscaler) scaleUpFor(ctx context.Context, lc *processors.LoopContext,
 		return nil, err
 	}
 	refused = append(refused, refusedGangs...)
-	snapshot := simulator.NewSnapshot(nodes, bound)
+	snapshot := a.nodeInfos.Snapshot(nodes, bound)
 	if err := addUpcoming(snapshot, state, lc.Templates); err != nil {
 		return nil, err
 	}

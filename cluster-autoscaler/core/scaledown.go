@@ -30,6 +30,7 @@ func (a *Autoscaler) scaleDown(ctx context.Context, lc *processors.LoopContext, 
 		Pods:        bound,
 		Controllers: a.Controllers,
 		Targets:     map[string]int{},
+		NodeInfos:   a.nodeInfos,
 		GroupOf: func(n *corev1.Node) cloudprovider.NodeGroup {
 			g, err := a.Provider.NodeGroupForNode(n)
 			if err != nil {

@@ -45,6 +45,9 @@ type Input struct {
 	// groups whose own delays run: their nodes are no removal candidates,
 	// though pods may still move onto them.
 	GroupInDelay func(groupID string) bool
+	// NodeInfos, when set, keeps the nodes' NodeInfos from loop to loop,
+	// shared with the scale-up's simulation.
+	NodeInfos *simulator.NodeInfoCache
 }
 
 // Plan is a loop's scale-down decision.
@@ -92,7 +95,12 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 		p.started = true
 		p.loadDeletionCandidates(ctx, in)
 	}
-	snapshot := simulator.NewSnapshot(in.Nodes, in.Pods)
+	var snapshot *simulator.Snapshot
+	if in.NodeInfos != nil {
+		snapshot = in.NodeInfos.Snapshot(in.Nodes, in.Pods)
+	} else {
+		snapshot = simulator.NewSnapshot(in.Nodes, in.Pods)
+	}
 	p.fw.SetSnapshot(snapshot)
 	infos, err := snapshot.NodeInfos()
 	if err != nil {
