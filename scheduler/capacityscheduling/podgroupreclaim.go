@@ -52,7 +52,8 @@ func (p *Plugin) reclaimForPodGroup(ctx context.Context, key gang.Key, pgInfo fw
 	leaf, _ := c.tree.LeafFor(key.Namespace)
 	g, isGang, err := gang.Of(first, p.podGroup)
 	var whole corev1.ResourceList
-	if err == nil && isGang {
+	reserved := c.reservations[key] != nil
+	if err == nil && isGang && !reserved {
 		whole = c.gangRequestLocked(g, first)
 	}
 	never := whole != nil && !c.tree.AdmitAlone(key.Namespace, whole).Admitted()
@@ -60,6 +61,9 @@ func (p *Plugin) reclaimForPodGroup(ctx context.Context, key gang.Key, pgInfo fw
 	switch {
 	case err != nil:
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "reclaim: "+err.Error())
+	case reserved:
+		// Part of the gang is being bound: its reservation holds the rest.
+		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the gang's reservation holds its quota")
 	case whole == nil:
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: the gang asks its quota for nothing more")
 	case never:
