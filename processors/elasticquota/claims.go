@@ -81,14 +81,19 @@ func (ps *pass) admit(scratch *elastic.Scratch, pod *corev1.Pod) elastic.Verdict
 
 // gangCharger charges a gang's members as admit charges a pod: their devices
 // count, and a shared claim that a bound pod, or a pod admitted before in
-// this loop, holds is not asked again. Without a lookup it counts requests.
-func (ps *pass) gangCharger() gang.Charger {
+// this loop, holds is not asked again. Every shared claim a member names is
+// recorded in named, for the gang to hold once admitted. Without a lookup it
+// counts requests.
+func (ps *pass) gangCharger(named sets.Set[types.UID]) gang.Charger {
 	if ps.lookup == nil {
 		return gang.Charger{}
 	}
 	return gang.Charger{
 		Charge: func(pod *corev1.Pod) claims.Charge {
 			ch, _ := claims.PodCharge(pod, ps.lookup)
+			for _, s := range ch.Shared {
+				named.Insert(s.Key)
+			}
 			return ch
 		},
 		SharedCharged: func(key types.UID) bool { return ps.tree.Tracks(key) || ps.held.Has(key) },

@@ -3,6 +3,8 @@ package elasticquota
 import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/quotascale/quotascale/processors"
 	"github.com/quotascale/quotascale/quota/elastic"
@@ -83,12 +85,16 @@ func (ga *gangAdmission) decide(scratch *elastic.Scratch, ps *pass, k gang.Key, 
 		// loop, with the reason; here its pods are judged as pods.
 		return &gangDecision{alone: true}
 	}
-	request, _, ok := gang.Outstanding(g, ga.members[k], elastic.Charged, pod, ps.gangCharger())
+	named := sets.New[types.UID]()
+	request, _, ok := gang.Outstanding(g, ga.members[k], elastic.Charged, pod, ps.gangCharger(named))
 	if !ok {
 		return &gangDecision{gang: g, alone: true}
 	}
 	verdict := scratch.Add(pod.Namespace, request)
 	if verdict.Admitted() {
+		// The gang charged its shared claims: pods after it that name
+		// them too do not ask for them again.
+		ps.held.Insert(named.UnsortedList()...)
 		return &gangDecision{gang: g}
 	}
 	return &gangDecision{gang: g, refusal: &processors.Reason{
