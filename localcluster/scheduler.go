@@ -43,7 +43,8 @@ type SchedulerOptions struct {
 // PostFilter takes its place, running DefaultPreemption itself for pods no tree
 // governs, DefaultPreemption within quota for pods their quota admits, and reclaim
 // for pods their quota refuses; its PodGroupPostFilter runs DefaultPreemption's
-// for pod groups no tree governs, and explains the gangs their quota refuses.
+// for pod groups no tree governs, and reclaims for the gangs their quota
+// refuses, or explains why it cannot.
 func QuotaProfile() configv1.KubeSchedulerProfile {
 	return configv1.KubeSchedulerProfile{
 		SchedulerName: ptr.To(corev1.DefaultSchedulerName),
