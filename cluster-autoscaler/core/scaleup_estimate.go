@@ -131,11 +131,7 @@ func (a *Autoscaler) estimateGroup(ctx context.Context, r *scaleUpRound, gs *clu
 		}
 		return nil, false, nil
 	}
-	pods, gangs, units := r.estimatePods(id, passing)
-	newNode := func(i int) (fwk.NodeInfo, []*resourcev1.ResourceSlice, error) {
-		return templateNodeInfo(template, id, fmt.Sprintf("new-%d", i))
-	}
-	est, err := a.estimate(ctx, r, pods, gangs, newNode, templateInfo, limit, passing)
+	est, units, err := a.estimate(ctx, r, id, template, templateInfo, limit, passing)
 	if err != nil {
 		return nil, false, fmt.Errorf("estimating node group %s: %w", id, err)
 	}
