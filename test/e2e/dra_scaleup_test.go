@@ -9,7 +9,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
+	"github.com/quotascale/quotascale/localcluster"
 )
 
 // The autoscaler's scale-up simulation sees the devices of nodes that do not
@@ -155,4 +157,51 @@ func TestDRAScaleUpFromZero(t *testing.T) {
 	if got != 2 {
 		t.Errorf("%d nodes of the group, want 2", got)
 	}
+}
+
+// draCAPIQuota allows two devices of class gpu-capi.example.com on the nodes
+// labelled for TestClusterAPIDRADriverScaleFromZero: one of its nodes.
+const draCAPIQuota = `
+apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityQuota
+metadata: {name: e2e-dra-capi-devices}
+spec:
+  selector: {matchLabels: {e2e.quotascale.io/dra: capi}}
+  limits: {resources: {gpu-capi.example.com.deviceclass.resource.k8s.io/devices: 2}}
+`
+
+// TestClusterAPIDRADriverScaleFromZero: a MachineDeployment at zero whose
+// GPUs are described only by upstream's dra-driver and gpu-count capacity
+// annotations (two per node). Three pods with a one-device claim each would
+// need two nodes; a CapacityQuota of two devices of the class lets the
+// autoscaler ask for one, and the pods it leaves out name the quota. The
+// machines take an hour, so the test reads the decision, not the nodes.
+func TestClusterAPIDRADriverScaleFromZero(t *testing.T) {
+	ctx := testContext(t)
+	e := newCAPIEnv(t, ctx, clusterAPI(t))
+	createDeviceClass(t, ctx, "gpu-capi.example.com", "dra-capi.example.com")
+	createClaimTemplate(t, ctx, e.ns, "one-gpu", "gpu-capi.example.com")
+	applyCapacityQuotas(t, ctx, []byte(draCAPIQuota))
+	_, err := e.capi.CreateMachineDeployment(ctx, localcluster.MachineDeploymentGroup{
+		Namespace: e.ns, Name: "gpu", ClusterName: e.cluster, MinSize: 0, MaxSize: 4,
+		Machine: kwokMachine("16", "64Gi", "", "1h", map[string]string{"e2e.quotascale.io/dra": "capi"}),
+		ExtraAnnotations: map[string]string{
+			clusterapi.CPUAnnotation: "16", clusterapi.MemoryAnnotation: "64Gi",
+			clusterapi.DRADriverAnnotation: "dra-capi.example.com", clusterapi.GPUCountAnnotation: "2",
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := e.startAutoscaler(t, ctx, nil)
+	createClaimPods(t, ctx, e.ns, "gpu", 3, "one-gpu")
+	waitUnschedulable(t, ctx, e.ns, 3)
+
+	if err := a.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int{"gpu": 1}, e.replicas(t, ctx)); diff != "" {
+		t.Fatalf("replicas after the first loop (-want +got):\n%s", diff)
+	}
+	wantPodEvent(t, ctx, e.ns, `pod didn't trigger scale-up: 1 exceeded quota: "CapacityQuota/e2e-dra-capi-devices", resources: gpu-capi.example.com.deviceclass.resource.k8s.io/devices`)
 }
