@@ -44,14 +44,20 @@ type SchedulerOptions struct {
 // governs, DefaultPreemption within quota for pods their quota admits, and reclaim
 // for pods their quota refuses; its PodGroupPostFilter runs DefaultPreemption's
 // for pod groups no tree governs, and reclaims for the gangs their quota
-// refuses, or explains why it cannot.
+// refuses, or explains why it cannot. It is enabled at PodGroupPostFilter by
+// name so that it runs before DynamicResources' there: a pod group none of
+// whose pods got through PreFilter (no node yet) ends unresolvable at
+// CapacityScheduling instead of failing in DynamicResources with an error.
 func QuotaProfile() configv1.KubeSchedulerProfile {
 	return configv1.KubeSchedulerProfile{
 		SchedulerName: ptr.To(corev1.DefaultSchedulerName),
 		Plugins: &configv1.Plugins{
-			MultiPoint:         configv1.PluginSet{Enabled: []configv1.Plugin{{Name: capacityscheduling.Name}}},
-			PostFilter:         configv1.PluginSet{Disabled: []configv1.Plugin{{Name: "DefaultPreemption"}}},
-			PodGroupPostFilter: configv1.PluginSet{Disabled: []configv1.Plugin{{Name: "DefaultPreemption"}}},
+			MultiPoint: configv1.PluginSet{Enabled: []configv1.Plugin{{Name: capacityscheduling.Name}}},
+			PostFilter: configv1.PluginSet{Disabled: []configv1.Plugin{{Name: "DefaultPreemption"}}},
+			PodGroupPostFilter: configv1.PluginSet{
+				Enabled:  []configv1.Plugin{{Name: capacityscheduling.Name}},
+				Disabled: []configv1.Plugin{{Name: "DefaultPreemption"}},
+			},
 		},
 	}
 }

@@ -316,6 +316,9 @@ func (p *Plugin) Permit(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ 
 // governed group its quota admitted does not preempt: DefaultPreemption's
 // group preemption knows no quota and could take another team below its min.
 func (p *Plugin) PodGroupPostFilter(ctx context.Context, state fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo, schedule fwk.PodGroupSchedulingFunc) (*fwk.PodGroupPostFilterResult, *fwk.Status) {
+	if status := unresolvedBeforePreFilter(state, pgInfo); status != nil {
+		return nil, status
+	}
 	key := gang.Key{Kind: gang.KindPodGroup, Namespace: pgInfo.GetNamespace(), Name: pgInfo.GetName()}
 	p.cache.mu.Lock()
 	governed := false

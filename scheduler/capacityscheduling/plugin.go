@@ -207,6 +207,7 @@ func (s *stateData) Clone() fwk.StateData { return s }
 // not change quota, so node-local preemption must not try; this plugin's
 // PostFilter reclaims across nodes instead.
 func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	markPodGroupReached(state)
 	p.cache.mu.Lock()
 	tree := p.cache.tree
 	if tree == nil {

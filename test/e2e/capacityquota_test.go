@@ -288,18 +288,21 @@ func wantPhases(ns string, running, pending int) func(ctx context.Context) error
 
 func wantPodEvent(t *testing.T, ctx context.Context, ns, message string) {
 	t.Helper()
-	waitFor(t, ctx, "event "+message, func(ctx context.Context) error {
-		msgs, err := podEvents(ctx, ns, "NotTriggerScaleUp")
-		if err != nil {
-			return err
+	waitFor(t, ctx, "event "+message, func(ctx context.Context) error { return hasPodEvent(ctx, ns, message) })
+}
+
+// hasPodEvent finds a NotTriggerScaleUp event with message on a pod of ns.
+func hasPodEvent(ctx context.Context, ns, message string) error {
+	msgs, err := podEvents(ctx, ns, "NotTriggerScaleUp")
+	if err != nil {
+		return err
+	}
+	for _, m := range msgs {
+		if _, msg, _ := strings.Cut(m, ": "); msg == message {
+			return nil
 		}
-		for _, m := range msgs {
-			if _, msg, _ := strings.Cut(m, ": "); msg == message {
-				return nil
-			}
-		}
-		return fmt.Errorf("events %q", msgs)
-	})
+	}
+	return fmt.Errorf("events %q", msgs)
 }
 
 // assertVisibilityNoScaleUp finds a noScaleUp entry skipping group for reason.

@@ -24,18 +24,30 @@ import (
 	"github.com/quotascale/quotascale/quota/gang"
 )
 
-// TestGangAutoscalerCapacityQuota is issue 27's autoscaler acceptance: a
+// TestGangAutoscalerCapacityQuotaPodGroup is issue 27's autoscaler
+// acceptance with a Workload API PodGroup (gang policy, minCount 3): a
 // CapacityQuota of 8 cpu over 4-cpu machines on Cluster API, and a gang of
-// 3 x 3500m (ACK's gang labels), one pod per machine. The quota allows 2
-// machines, the gang needs 3: the MachineDeployment's replicas never move,
-// and the reason names the gang and the quota. At 12 cpu the gang gets its 3
-// machines in one scale-up (one replicas change) and all 3 pods are bound.
-//
-// The same gang as a Workload API PodGroup is not tested here: localcluster's
-// kube-scheduler v1.37.2 fails the unschedulable pod group with a scheduler
-// error ("DynamicResources" PodGroupPostFilter: not found) instead of marking
-// its pods Unschedulable, so no autoscaler ever sees them pending.
+// 3 x 3500m, one pod per machine. The quota allows 2 machines, the gang needs
+// 3: the MachineDeployment's replicas never move, and the reason names the
+// gang and the quota. At 12 cpu the gang gets its 3 machines in one scale-up
+// (one replicas change) and all 3 pods are bound.
+func TestGangAutoscalerCapacityQuotaPodGroup(t *testing.T) {
+	gangUnderCapacityQuota(t, gang.KindPodGroup, func(ctx context.Context, ns string) func(*corev1.Pod) {
+		createGangPodGroup(t, ctx, ns, "train", 3)
+		return inPodGroup("train")
+	})
+}
+
+// TestGangAutoscalerCapacityQuota is the same case with ACK's gang labels.
 func TestGangAutoscalerCapacityQuota(t *testing.T) {
+	gangUnderCapacityQuota(t, gang.KindLabels, func(context.Context, string) func(*corev1.Pod) {
+		return withACKLabels("train", 3)
+	})
+}
+
+// gangUnderCapacityQuota runs the case for a gang "train" of the given kind;
+// prepare readies the namespace and says how a pod joins the gang.
+func gangUnderCapacityQuota(t *testing.T, kind gang.Kind, prepare func(ctx context.Context, ns string) func(*corev1.Pod)) {
 	ctx := testContext(t)
 	e := newCAPIEnv(t, ctx, clusterAPI(t))
 	pool := map[string]string{"e2e-gang-pool": e.ns}
@@ -54,27 +66,46 @@ spec:
 	e.createGroup(t, ctx, "big", 0, 10, kwokMachine("4", "16Gi", "", "1s", pool))
 	changes := watchReplicaValues(t, ctx, e, "big")
 	visibility := filepath.Join(t.TempDir(), "visibility.log")
-	a := e.startAutoscaler(t, ctx, func(o *config.Options) { o.VisibilityLogFile = visibility })
-	createACKGang(t, ctx, e.ns, "train", 3, "3500m", pool)
+	// Every loop's event is sent: the first loops, before the group's
+	// template is read, tell the pods no group can host them, and upstream's
+	// default lets one event per pod and reason through every 5 minutes.
+	a := e.startAutoscaler(t, ctx, func(o *config.Options) {
+		o.VisibilityLogFile = visibility
+		o.RecordDuplicatedEvents = true
+	})
+	pods := createGangPods(t, ctx, e.ns, "train", 3, "3500m", pool, prepare(ctx, e.ns))
 	waitUnschedulable(t, ctx, e.ns, 3)
 
-	for i := 0; i < 3; i++ {
-		if err := a.RunOnce(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Loops until the pods are told that the quota holds the gang back, the
+	// replicas unmoved after every one of them.
 	quotaReason := fmt.Sprintf(`exceeded quota: "CapacityQuota/%s", resources: cpu`, quotaName)
-	wantPodEvent(t, ctx, e.ns, fmt.Sprintf("pod didn't trigger scale-up: 1 %s (gang %s/train: 3 pods scale up together)", quotaReason, e.ns))
+	wantEvent := fmt.Sprintf("pod didn't trigger scale-up: 1 %s (gang %s/train: 3 pods scale up together)", quotaReason, e.ns)
+	unmoved := func(context.Context) error {
+		if got := changes.values(); !slices.Equal(got, []int{0}) {
+			return fmt.Errorf("the MachineDeployment's replicas went %v under a quota too small for the gang, want [0] throughout", got)
+		}
+		return nil
+	}
+	loopUntil(t, ctx, a, "the gang's pods are told the quota holds it back", unmoved, func(ctx context.Context) error {
+		return hasPodEvent(ctx, e.ns, wantEvent)
+	})
+	if err := a.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
 	assertVisibilityNoScaleUp(t, visibility, e.groupID("big"), "", quotaReason)
 	raw, err := os.ReadFile(visibility)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gangRef := fmt.Sprintf(`"gang":{"kind":"Labels","namespace":%q,"name":"train","minCount":3}`, e.ns); !strings.Contains(string(raw), gangRef) {
+	if gangRef := fmt.Sprintf(`"gang":{"kind":%q,"namespace":%q,"name":"train","minCount":3}`, kind, e.ns); !strings.Contains(string(raw), gangRef) {
 		t.Errorf("the visibility log names no gang %s:\n%s", gangRef, raw)
 	}
-	if got := changes.values(); !slices.Equal(got, []int{0}) {
-		t.Fatalf("the MachineDeployment's replicas went %v under a quota too small for the gang, want [0] throughout", got)
+	if got := counterValue(t, a, "quotascale_capacity_quota_gang_scale_up_skipped_total",
+		map[string]string{"quota": quotaName, "resource": "cpu", "gang": e.ns + "/train"}); got < 1 {
+		t.Errorf("gang_scale_up_skipped_total for the gang under %s = %v, want at least 1", quotaName, got)
+	}
+	if err := unmoved(ctx); err != nil {
+		t.Fatal(err)
 	}
 
 	applyCapacityQuotas(t, ctx, quota("12"))
@@ -82,7 +113,7 @@ spec:
 		if err := a.RunOnce(ctx); err != nil {
 			return false, err
 		}
-		return podsBound(ctx, e.ns, "train-0", "train-1", "train-2") == nil, nil
+		return podsBound(ctx, e.ns, pods...) == nil, nil
 	})
 	if err != nil {
 		t.Fatalf("the gang's 3 pods were not bound: %v (replicas went %v)", err, changes.values())
@@ -92,14 +123,14 @@ spec:
 	}
 }
 
-// createACKGang creates n pods of cpu each, on the nodes selector picks,
-// that ACK's labels make a gang of n.
-func createACKGang(t *testing.T, ctx context.Context, ns, name string, n int, cpu string, selector map[string]string) {
+// createGangPods creates n pods name-i of cpu each, on the nodes selector
+// picks, made members of a gang by member, and returns their names.
+func createGangPods(t *testing.T, ctx context.Context, ns, name string, n int, cpu string, selector map[string]string, member func(*corev1.Pod)) []string {
 	t.Helper()
+	var names []string
 	for i := 0; i < n; i++ {
 		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns,
-				Labels: map[string]string{gang.LabelName: name, gang.LabelMinAvailable: fmt.Sprint(n)}},
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns},
 			Spec: corev1.PodSpec{
 				NodeSelector:                  selector,
 				TerminationGracePeriodSeconds: ptr.To[int64](0),
@@ -107,10 +138,13 @@ func createACKGang(t *testing.T, ctx context.Context, ns, name string, n int, cp
 					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}},
 			},
 		}
+		member(p)
 		if _, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating pod %s/%s: %v", ns, p.Name, err)
 		}
+		names = append(names, p.Name)
 	}
+	return names
 }
 
 // replicaValues records, from a watch, every value a MachineDeployment's

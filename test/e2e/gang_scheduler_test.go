@@ -54,24 +54,7 @@ func gangNode(t *testing.T, ctx context.Context, name string) {
 // members of a gang by member.
 func gangMembers(t *testing.T, ctx context.Context, ns, node, prefix string, n int, member func(*corev1.Pod)) []string {
 	t.Helper()
-	var names []string
-	for i := range n {
-		p := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: ns},
-			Spec: corev1.PodSpec{
-				NodeSelector: map[string]string{"e2e-gang-sched": node},
-				Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
-				}}},
-			},
-		}
-		member(p)
-		if _, err := cluster.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("creating pod %s/%s: %v", ns, p.Name, err)
-		}
-		names = append(names, p.Name)
-	}
-	return names
+	return createGangPods(t, ctx, ns, prefix, n, "2", map[string]string{"e2e-gang-sched": node}, member)
 }
 
 func inPodGroup(name string) func(*corev1.Pod) {
@@ -80,7 +63,10 @@ func inPodGroup(name string) func(*corev1.Pod) {
 
 func withACKLabels(name string, minAvailable int) func(*corev1.Pod) {
 	return func(p *corev1.Pod) {
-		p.Labels = map[string]string{gang.LabelName: name, gang.LabelMinAvailable: fmt.Sprint(minAvailable)}
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		p.Labels[gang.LabelName], p.Labels[gang.LabelMinAvailable] = name, fmt.Sprint(minAvailable)
 	}
 }
 
