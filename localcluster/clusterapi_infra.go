@@ -266,7 +266,8 @@ func (r *kwokMachineReconciler) delete(ctx context.Context, u *unstructured.Unst
 // kwokMachineNode is the node a machine registers, named after its Machine as
 // kubeadm names nodes after their host, and managed by kwok.
 func kwokMachineNode(name, providerID string, spec KwokNodeSpec) *corev1.Node {
-	node := NodeSpec{Name: name, Labels: spec.Labels, Taints: spec.Taints, Capacity: spec.Capacity, Allocatable: spec.Allocatable}.Node()
+	node := NodeSpec{Name: name, Labels: spec.Labels, Taints: spec.Taints, Capacity: spec.Capacity, Allocatable: spec.Allocatable,
+		Devices: spec.Devices}.Node()
 	node.Spec.ProviderID = providerID
 	return node
 }

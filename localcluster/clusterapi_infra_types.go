@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	clusterv1 "sigs.k8s.io/cluster-api/api/core/v1beta2"
+
+	"github.com/quotascale/quotascale/cloudprovider/kwok"
 )
 
 // localcluster's Cluster API infrastructure provider: machines are kwok nodes.
@@ -60,6 +62,9 @@ type KwokNodeSpec struct {
 	Capacity corev1.ResourceList `json:"capacity"`
 	// Allocatable defaults to Capacity, resource by resource.
 	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+	// Devices are the node's DRA devices, which localcluster's kwok DRA
+	// driver publishes once the node has registered.
+	Devices []kwok.DevicePoolConfig `json:"devices,omitempty"`
 }
 
 // KwokFailure is a provisioning failure, reported through the contract's
@@ -263,6 +268,15 @@ func machineSpecSchema() apiextensionsv1.JSONSchemaProps {
 			}}},
 			"capacity":    quantityMap(),
 			"allocatable": quantityMap(),
+			"devices": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object", Required: []string{"driver", "count"},
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"driver":     {Type: "string"},
+					"count":      {Type: "integer", Minimum: ptr.To[float64](1)},
+					"attributes": {Type: "object", XPreserveUnknownFields: ptr.To(true)},
+					"capacity":   stringMap(),
+				},
+			}}},
 		}},
 		"provisioningDelay": {Type: "string"},
 		"failure": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{

@@ -28,6 +28,9 @@ const (
 	nodeGroupMaxSizeAnnotation = "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size"
 	capacityLabelsAnnotation   = "capacity.cluster-autoscaler.kubernetes.io/labels"
 	capacityTaintsAnnotation   = "capacity.cluster-autoscaler.kubernetes.io/taints"
+	capacityGPUCountAnnotation = "capacity.cluster-autoscaler.kubernetes.io/gpu-count"
+	// capacityDRADriverAnnotation names the DRA driver of the gpu-count GPUs.
+	capacityDRADriverAnnotation = "capacity.cluster-autoscaler.kubernetes.io/dra-driver"
 )
 
 // MachineDeploymentGroup describes a node group made of a MachineDeployment and
@@ -57,7 +60,8 @@ func MachineDeploymentGroupFromShape(namespace, cluster string, g kwok.NodeGroup
 	if g.IncreaseSizeError != "" {
 		return MachineDeploymentGroup{}, fmt.Errorf("node group %s: failures.increaseSizeError cannot be injected on Cluster API", g.Name)
 	}
-	spec := KwokMachineSpec{Node: KwokNodeSpec{Labels: g.Labels, Taints: g.Taints, Capacity: g.Capacity, Allocatable: g.Allocatable}}
+	spec := KwokMachineSpec{Node: KwokNodeSpec{Labels: g.Labels, Taints: g.Taints, Capacity: g.Capacity, Allocatable: g.Allocatable,
+		Devices: g.Devices}}
 	if g.ProvisioningDelay > 0 {
 		spec.ProvisioningDelay = g.ProvisioningDelay.String()
 	}
@@ -194,6 +198,13 @@ func (g MachineDeploymentGroup) annotations() map[string]string {
 	}
 	if len(g.Machine.Node.Taints) > 0 {
 		annotations[capacityTaintsAnnotation] = taintsAnnotation(g.Machine.Node.Taints)
+	}
+	// Upstream's annotations describe one DRA driver's GPUs, so that the
+	// group scales from zero for pods with claims; more pools than one
+	// cannot be described, and the group then scales from zero without them.
+	if devices := g.Machine.Node.Devices; len(devices) == 1 {
+		annotations[capacityDRADriverAnnotation] = devices[0].Driver
+		annotations[capacityGPUCountAnnotation] = strconv.Itoa(devices[0].Count)
 	}
 	for k, v := range g.ExtraAnnotations {
 		annotations[k] = v

@@ -22,6 +22,8 @@ type NodeGroupShape struct {
 	Failure *FailureShape
 	// IncreaseSizeError is the configured failures.increaseSizeError.
 	IncreaseSizeError string
+	// Devices are the DRA device pools every node of the group has.
+	Devices []DevicePoolConfig
 }
 
 // FailureShape is a group's injected instance failure.
@@ -46,6 +48,9 @@ func (c *Config) NodeGroupShapes() ([]NodeGroupShape, error) {
 			Labels: g.labels, Taints: g.taints,
 			Capacity: g.capacity.DeepCopy(), Allocatable: g.allocatable.DeepCopy(),
 			ProvisioningDelay: g.delay, IncreaseSizeError: g.increaseSizeError,
+		}
+		for _, p := range g.devices {
+			shape.Devices = append(shape.Devices, p.config)
 		}
 		if f := g.failures; f != nil {
 			shape.Failure = &FailureShape{OutOfResources: f.class == "OutOfResources", Code: f.code, Message: f.message, FailAfter: f.failAfter}

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/quotascale/quotascale/cloudprovider/clusterapi"
+	"github.com/quotascale/quotascale/cloudprovider/kwok"
 	"github.com/quotascale/quotascale/cluster-autoscaler/config"
 	"github.com/quotascale/quotascale/localcluster"
 )
@@ -204,4 +205,38 @@ func TestClusterAPIDRADriverScaleFromZero(t *testing.T) {
 		t.Fatalf("replicas after the first loop (-want +got):\n%s", diff)
 	}
 	wantPodEvent(t, ctx, e.ns, `pod didn't trigger scale-up: 1 exceeded quota: "CapacityQuota/e2e-dra-capi-devices", resources: gpu-capi.example.com.deviceclass.resource.k8s.io/devices`)
+}
+
+// TestDRAScaleUpFromZeroOnClusterAPI: a MachineDeployment at zero replicas
+// whose machines have two devices of a DRA driver. localcluster writes
+// upstream's dra-driver and gpu-count capacity annotations for it, which is
+// all the autoscaler knows of its devices; three pods with a one-device claim
+// each get two machines in one scale-up, whose nodes publish the devices, and
+// run with their claims allocated there.
+func TestDRAScaleUpFromZeroOnClusterAPI(t *testing.T) {
+	ctx := testContext(t)
+	e := newCAPIEnv(t, ctx, clusterAPI(t))
+	createDeviceClass(t, ctx, "gpu-capi-run.example.com", "dra-capi-run.example.com")
+	createClaimTemplate(t, ctx, e.ns, "one-gpu", "gpu-capi-run.example.com")
+	machine := kwokMachine("16", "64Gi", "", "1s", map[string]string{"e2e.quotascale.io/dra": "capi-run"})
+	machine.Node.Devices = []kwok.DevicePoolConfig{{Driver: "dra-capi-run.example.com", Count: 2}}
+	e.createGroup(t, ctx, "dra-from-zero", 0, 5, machine)
+	a := e.startAutoscaler(t, ctx, nil)
+	createClaimPods(t, ctx, e.ns, "gpu", 3, "one-gpu")
+	waitUnschedulable(t, ctx, e.ns, 3)
+	watch := watchReplicas(t, ctx, e)
+	loopUntil(t, ctx, a, "3 pods run", nil, runningPods(e.ns, 3))
+	if diff := cmp.Diff(map[string]int{"dra-from-zero": 2}, e.replicas(t, ctx)); diff != "" {
+		t.Errorf("replicas (-want +got):\n%s", diff)
+	}
+	if h := watch.highest(); h != 2 {
+		t.Errorf("replicas went up to %d, want 2", h)
+	}
+	pods, _, err := claimPlacement(ctx, e.ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]int{1, 2}, sortedCounts(pods)); diff != "" {
+		t.Errorf("pods per node (-want +got):\n%s", diff)
+	}
 }
