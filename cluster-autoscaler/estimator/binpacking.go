@@ -92,13 +92,16 @@ type packer struct {
 	// deadline is when no new node may be added any more; zero is never.
 	deadline time.Time
 	// checks are the estimate's forks of the loop's checks, forked lists
-	// them; following are those a placement can change, for each placement
-	// to reach: telling every check of every placement would cost placements
-	// x pod groups for nothing. antiAffinity says whether a pod to place has
-	// required anti-affinity terms.
+	// the loop's checks in the order they were forked; following are the
+	// forks a placement can change, for each placement to reach (telling
+	// every check of every placement would cost placements x pod groups
+	// for nothing), and followingOf the loop's checks they fork.
+	// antiAffinity says whether a pod to place has required anti-affinity
+	// terms.
 	checks       map[*simulator.PodCheck]*simulator.PodCheck
 	forked       []*simulator.PodCheck
 	following    []*simulator.PodCheck
+	followingOf  []*simulator.PodCheck
 	antiAffinity bool
 	// New nodes are at positions first.. of the snapshot; used counts those
 	// holding a pod. Only the last can be empty (its pod did not fit after all,
@@ -106,8 +109,10 @@ type packer struct {
 	// another being added.
 	first, used int
 	// firstTry is, per equivalence group whose constraints only tighten,
-	// the first new node worth trying.
-	firstTry map[int]int
+	// the first new node worth trying. firstTryWas is, during a gang's
+	// trial, what each entry the trial changed was before it.
+	firstTry    map[int]int
+	firstTryWas map[int]int
 	// timedOut: the deadline kept a node from being added.
 	timedOut bool
 }
@@ -127,13 +132,14 @@ func (k *packer) fork(pods []Pod) {
 		k.antiAffinity = k.antiAffinity || len(p.Info.GetRequiredAntiAffinityTerms()) > 0
 		if _, ok := k.checks[p.Check]; !ok {
 			k.checks[p.Check] = p.Check.Fork()
-			k.forked = append(k.forked, k.checks[p.Check])
+			k.forked = append(k.forked, p.Check)
 		}
 	}
-	k.following = k.following[:0]
-	for _, c := range k.forked {
-		if c.FollowsPlacements(k.antiAffinity) {
+	k.following, k.followingOf = k.following[:0], k.followingOf[:0]
+	for _, orig := range k.forked {
+		if c := k.checks[orig]; c.FollowsPlacements(k.antiAffinity) {
 			k.following = append(k.following, c)
+			k.followingOf = append(k.followingOf, orig)
 		}
 	}
 }
@@ -170,7 +176,7 @@ func (k *packer) place(ctx context.Context, p Pod) (bool, error) {
 		if check.Fits(ctx, k.snapshot.At(i)).IsSuccess() {
 			return true, k.put(ctx, p, i)
 		}
-		k.firstTry[p.Group] = i + 1
+		k.setFirstTry(p.Group, i+1)
 	}
 	// The scan above tried an empty last node already.
 	if k.used != k.snapshot.Len()-k.first || k.used >= k.limit {

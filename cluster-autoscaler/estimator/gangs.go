@@ -2,7 +2,6 @@ package estimator
 
 import (
 	"context"
-	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -102,24 +101,43 @@ func (k *packer) placeGang(ctx context.Context, g Gang, res *Result) (GangResult
 // pods placed; otherwise the packer is back as it was and placed is nil.
 // count and used are how many pods were placed and how many new nodes they
 // took.
+//
+// A trial costs what it places, not what the estimate holds: of the checks,
+// only those it can change get a copy of their own (a placement undone must
+// not stay in the PreFilter state of the pods that saw it), the pods' own and
+// those that follow placements, and the firstTry entries it changes are
+// noted to be put back.
 func (k *packer) trial(ctx context.Context, pods []Pod, need, limit int, keep bool) (placed map[*corev1.Pod]bool, count, used int, err error) {
 	saved := *k
-	saved.firstTry = maps.Clone(k.firstTry)
-	// Each check gets a copy of its own for the trial: a placement undone
-	// must not stay in the PreFilter state of the pods that saw it.
-	k.checks = make(map[*simulator.PodCheck]*simulator.PodCheck, len(saved.checks))
-	k.forked = make([]*simulator.PodCheck, 0, len(saved.forked))
-	copies := make(map[*simulator.PodCheck]*simulator.PodCheck, len(saved.forked))
-	for _, c := range saved.forked {
-		copies[c] = c.Fork()
-		k.forked = append(k.forked, copies[c])
+	was := map[*simulator.PodCheck]*simulator.PodCheck{}
+	own := func(orig *simulator.PodCheck) *simulator.PodCheck {
+		if _, copied := was[orig]; !copied {
+			was[orig] = k.checks[orig]
+			k.checks[orig] = k.checks[orig].Fork()
+		}
+		return k.checks[orig]
 	}
-	k.following = make([]*simulator.PodCheck, 0, len(saved.following))
-	for _, c := range saved.following {
-		k.following = append(k.following, copies[c])
+	k.following = make([]*simulator.PodCheck, len(saved.following))
+	for i, orig := range k.followingOf {
+		k.following[i] = own(orig)
 	}
-	for orig, c := range saved.checks {
-		k.checks[orig] = copies[c]
+	for _, p := range pods {
+		own(p.Check)
+	}
+	k.firstTryWas = map[int]int{}
+	undo := func() {
+		k.snapshot.Revert()
+		for orig, c := range was {
+			k.checks[orig] = c
+		}
+		for group, i := range k.firstTryWas {
+			if i == 0 {
+				delete(k.firstTry, group) // it had none: 0 reads the same
+			} else {
+				k.firstTry[group] = i
+			}
+		}
+		*k = saved
 	}
 	k.limit = limit
 	k.snapshot.Fork()
@@ -127,8 +145,7 @@ func (k *packer) trial(ctx context.Context, pods []Pod, need, limit int, keep bo
 	for _, p := range pods {
 		ok, err := k.place(ctx, p)
 		if err != nil {
-			k.snapshot.Revert()
-			*k = saved
+			undo()
 			return nil, 0, 0, err
 		}
 		if ok {
@@ -138,10 +155,20 @@ func (k *packer) trial(ctx context.Context, pods []Pod, need, limit int, keep bo
 	count, used = len(placed), k.used
 	if keep && count >= need {
 		k.snapshot.Commit()
-		k.limit = saved.limit
+		k.limit, k.firstTryWas = saved.limit, nil
 		return placed, count, used, nil
 	}
-	k.snapshot.Revert()
-	*k = saved
+	undo()
 	return nil, count, used, nil
+}
+
+// setFirstTry moves group's first new node worth trying to i, noting what it
+// was during a trial.
+func (k *packer) setFirstTry(group, i int) {
+	if k.firstTryWas != nil {
+		if _, noted := k.firstTryWas[group]; !noted {
+			k.firstTryWas[group] = k.firstTry[group]
+		}
+	}
+	k.firstTry[group] = i
 }
