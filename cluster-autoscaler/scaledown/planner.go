@@ -10,6 +10,7 @@ package scaledown
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -106,6 +107,9 @@ func (p *Planner) Plan(ctx context.Context, in Input) (Plan, error) {
 	if err != nil {
 		return plan, fmt.Errorf("listing snapshot nodes: %w", err)
 	}
+	// Sorted in a copy: the snapshot's own list is what its name index
+	// points into, and the NodeInfo cache hands the same list to every loop.
+	infos = slices.Clone(infos)
 	sort.Slice(infos, func(i, j int) bool { return infos[i].Node().Name < infos[j].Node().Name })
 	r := &round{in: in, plan: &plan, dest: newDestinations(infos), remaining: totals(in.Nodes),
 		removedPerGroup: map[string]int{}, seen: map[string]bool{}}

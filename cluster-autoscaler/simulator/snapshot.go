@@ -94,7 +94,8 @@ func NewSnapshot(nodes []*corev1.Node, pods []*corev1.Pod) *Snapshot {
 func (s *Snapshot) NodeInfo(name string) (fwk.NodeInfo, error) { return s.Get(name) }
 
 // NodeInfos lists every node of the snapshot, real ones first, then the
-// simulated ones in the order they were added.
+// simulated ones in the order they were added. It is the snapshot's own list,
+// which its name index points into: callers must not reorder it (sort a copy).
 func (s *Snapshot) NodeInfos() ([]fwk.NodeInfo, error) { return s.nodes, nil }
 
 // Len and At walk the nodes by position, which stays stable while pods are
