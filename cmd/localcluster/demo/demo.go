@@ -37,7 +37,8 @@ type Env struct {
 
 // Run applies the seeds' manifests verbatim, prints them the way kubectl get does,
 // then plays seed 000's borrow-and-reclaim sequence, a gang that waits whole
-// and runs whole after reclaim, and seed 001's quota-capped scale-up.
+// and runs whole after reclaim, seed 001's quota-capped scale-up, and GPUs
+// through DRA stopped by the tree and by a CapacityQuota.
 func Run(ctx context.Context, env Env, out io.Writer) error {
 	c := env.Cluster
 	section(out, "Applying seed 000's ElasticQuotaTree, its spot ResourceFlavor and seed 001's CapacityQuotas, unchanged")
@@ -69,7 +70,10 @@ func Run(ctx context.Context, env Env, out io.Writer) error {
 	if err := playGang(ctx, c, out); err != nil {
 		return err
 	}
-	return playCapacityQuota(ctx, env, out)
+	if err := playCapacityQuota(ctx, env, out); err != nil {
+		return err
+	}
+	return playDevices(ctx, env, out)
 }
 
 func printGet(ctx context.Context, c *localcluster.Cluster, out io.Writer, command, path string) error {

@@ -153,9 +153,9 @@ func createWorkload(ctx context.Context, c *localcluster.Cluster, ns, name strin
 	return nil
 }
 
-// createGangPod creates pod i of the gang. The gang is marked with ACK's
-// labels: a Workload API PodGroup's pods are scheduled in kube-scheduler's
-// pod group cycle, which runs no PostFilter, so no reclaim, for them.
+// createGangPod creates pod i of the gang, marked with ACK's labels, the
+// tree's own API's way to mark a gang; a Workload API PodGroup is admitted and
+// reclaimed for the same way (at PodGroupPostFilter).
 func createGangPod(ctx context.Context, c *localcluster.Cluster, i int) error {
 	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
 	pod := &corev1.Pod{
