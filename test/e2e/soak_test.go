@@ -38,7 +38,8 @@ import (
 
 // TestSoak is a randomized run, bounded in time, with a seed printed for replay:
 // bursts of deployments across the tree's namespaces with random requests and
-// priorities, random provisioning delays, injected provider failures, the
+// priorities, every third of them a gang of 2 to 4 pods (a Workload API
+// PodGroup or ACK's labels, in turn), random provisioning delays, injected provider failures, the
 // autoscaler leader killed mid-provisioning (two replicas with leader election),
 // scheduler restarts and short API server outages, while the oracle watches
 // every node and pod event. It fails on any violation, on any error of a
@@ -197,6 +198,8 @@ type soakCounts struct {
 	APIOutages        int
 	SchedulerRestarts int
 	ProviderFailures  int // times pool b was set to fail
+	Gangs             int // gangs created, PodGroups and ACK's labels in turn
+	GangsWhole        int // gangs seen with all their pods bound at once
 }
 
 // minimums are the counts a soak of duration must reach, each with its
@@ -208,6 +211,7 @@ func (c soakCounts) minimums(duration time.Duration) map[string][2]int {
 		"reclaims": {c.Reclaims, effects}, "scale-down drains": {c.Drains, effects},
 		"leader failovers": {c.LeaderFailovers, faults}, "API outages": {c.APIOutages, faults},
 		"scheduler restarts": {c.SchedulerRestarts, faults},
+		"gangs bound whole":  {c.GangsWhole, effects},
 	}
 }
 
@@ -226,7 +230,8 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 	runCtx, cancelRun := context.WithTimeout(context.Background(), duration+10*time.Minute)
 	defer cancelRun()
 
-	s := &soak{t: t, rng: rng, namespaces: soakQuotasAndNamespaces(t, ctx), deployments: map[string]string{}, trimmed: -1}
+	s := &soak{t: t, rng: rng, namespaces: soakQuotasAndNamespaces(t, ctx), deployments: map[string]string{},
+		gangs: map[string]soakGang{}, trimmed: -1}
 	checker := invariants(t)
 	s.infra = newInfra(t, ctx, rng)
 	s.replicas = &autoscalerReplicas{infra: s.infra, visibility: filepath.Join(t.TempDir(), "visibility.log")}
@@ -318,7 +323,11 @@ type soak struct {
 	replicas    *autoscalerReplicas
 	counts      soakCounts
 	deployments map[string]string // name -> namespace
-	start       time.Time
+	// gangs are workloads whose pods are one gang, by deployment name;
+	// they are created and deleted whole, never scaled.
+	gangs   map[string]soakGang
+	created int // workloads created
+	start   time.Time
 	// trimmed is the last shrink phase that trimmed the workloads.
 	trimmed time.Duration
 }
@@ -370,6 +379,7 @@ func (s *soak) workload(ctx context.Context) {
 			// scale-down drains.
 			s.trimmed = phase
 			trimToBound(t, ctx, s.deployments)
+			s.dropWaitingGangs(ctx)
 		}
 	}
 	switch op := rng.Intn(100); {
@@ -384,7 +394,13 @@ func (s *soak) workload(ctx context.Context) {
 		if rng.Intn(3) == 0 {
 			pool["pool"] = "a"
 		}
-		createSoakDeployment(t, ctx, ns, name, int32(1+rng.Intn(5)), cpu, prio, pool)
+		// Every third workload is a gang.
+		s.created++
+		if s.created%3 == 2 {
+			s.createGang(ctx, ns, name, cpu, prio, pool)
+			break
+		}
+		createSoakDeployment(t, ctx, ns, name, int32(1+rng.Intn(5)), cpu, prio, pool, nil)
 		s.deployments[name] = ns
 	case op < scale:
 		if name, ns, ok := pick(rng, s.deployments); ok {
@@ -395,7 +411,15 @@ func (s *soak) workload(ctx context.Context) {
 			scaleDeployment(t, ctx, ns, name, int32(n))
 		}
 	default:
-		if name, ns, ok := pick(rng, s.deployments); ok {
+		all := maps.Clone(s.deployments)
+		for name, g := range s.gangs {
+			all[name] = g.namespace
+		}
+		if name, ns, ok := pick(rng, all); ok {
+			if _, isGang := s.gangs[name]; isGang {
+				s.deleteGang(ctx, name)
+				break
+			}
 			if err := cluster.Client.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 				t.Errorf("deleting deployment %s/%s: %v", ns, name, err)
 			}
@@ -410,6 +434,7 @@ func (s *soak) verdict(ctx context.Context, checker *invariantChecker, duration 
 	t := s.t
 	oracleCounts := checker.Counts()
 	s.counts.ScaleUps, s.counts.Reclaims, s.counts.Drains = checker.NodesAdded(), oracleCounts.Reclaims, oracleCounts.Drained
+	s.counts.GangsWhole = oracleCounts.GangsWhole
 	s.counts.LeaderFailovers = s.replicas.failovers()
 	refusals, err := quotaRefusals(ctx, s.namespaces[:])
 	if err != nil {
@@ -522,7 +547,10 @@ nodeGroups:
 `, rng.Intn(3000), rng.Intn(3000), failures)
 }
 
-func createSoakDeployment(t *testing.T, ctx context.Context, ns, name string, replicas int32, cpu, priorityClass string, nodeSelector map[string]string) {
+// createSoakDeployment creates a deployment of replicas pods of cpu; member,
+// when set, makes its pods members of a gang.
+func createSoakDeployment(t *testing.T, ctx context.Context, ns, name string, replicas int32, cpu, priorityClass string,
+	nodeSelector map[string]string, member func(*corev1.Pod)) {
 	t.Helper()
 	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
@@ -541,6 +569,12 @@ func createSoakDeployment(t *testing.T, ctx context.Context, ns, name string, re
 				},
 			},
 		},
+	}
+	if member != nil {
+		// The selector keeps to the app label.
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: maps.Clone(labels)}, Spec: d.Spec.Template.Spec}
+		member(pod)
+		d.Spec.Template.ObjectMeta, d.Spec.Template.Spec = pod.ObjectMeta, pod.Spec
 	}
 	if _, err := cluster.Client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating deployment %s/%s: %v", ns, name, err)

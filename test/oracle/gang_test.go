@@ -43,6 +43,7 @@ func TestGangPartlyBound(t *testing.T) {
 		name  string
 		steps func(o *Oracle)
 		want  []string
+		whole int
 	}{{
 		name: "an ACK gang bound whole",
 		steps: func(o *Oracle) {
@@ -53,6 +54,7 @@ func TestGangPartlyBound(t *testing.T) {
 				o.SetPod(ackMember("job", "3", i, "n1", "1"), false)
 			}
 		},
+		whole: 1,
 	}, {
 		name: "an ACK gang left with two of three bound",
 		steps: func(o *Oracle) {
@@ -71,6 +73,7 @@ func TestGangPartlyBound(t *testing.T) {
 			}
 			o.DeletePod(ackMember("job", "2", 2, "n1", "1"))
 		},
+		whole: 1,
 	}, {
 		name: "a PodGroup gang partly bound",
 		steps: func(o *Oracle) {
@@ -94,6 +97,9 @@ func TestGangPartlyBound(t *testing.T) {
 			tc.steps(o)
 			if diff := cmp.Diff(tc.want, o.Violations(noPreemptors)); diff != "" {
 				t.Errorf("violations (-want +got):\n%s", diff)
+			}
+			if got := o.Counts().GangsWhole; got != tc.whole {
+				t.Errorf("gangs seen whole: %d, want %d", got, tc.whole)
 			}
 		})
 	}

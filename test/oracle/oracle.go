@@ -74,6 +74,8 @@ type Counts struct {
 	Reclaims int
 	// Drained are pods evicted from nodes the autoscaler marked for deletion.
 	Drained int
+	// GangsWhole are the gangs seen with all of their size bound at once.
+	GangsWhole int
 }
 
 // New returns an oracle that has seen nothing.
@@ -309,7 +311,9 @@ type seenPod struct {
 func (o *Oracle) Counts() Counts {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.counts
+	c := o.counts
+	c.GangsWhole = len(o.gangsWhole)
+	return c
 }
 
 // violateLocked records a violation once.
