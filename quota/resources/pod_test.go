@@ -38,6 +38,11 @@ func drawList(t *rapid.T, label string) corev1.ResourceList {
 	if rapid.Bool().Draw(t, label+"-memory") {
 		list[corev1.ResourceMemory] = resource.MustParse(fmt.Sprintf("%dMi", rapid.IntRange(0, 64).Draw(t, label+"-mi")))
 	}
+	if rapid.IntRange(0, 3).Draw(t, label+"-device") == 0 {
+		// An amount past int64, which Quantity keeps as an inf.Dec that Add
+		// changes in place.
+		list["example.com/device"] = resource.MustParse(fmt.Sprintf("%d0000000000000000000", rapid.IntRange(1, 9).Draw(t, label+"-huge")))
+	}
 	return list
 }
 
@@ -94,6 +99,28 @@ func TestPropertyPodRequestsIsTheStatusAwareHelper(t *testing.T) {
 		pod := drawPod(t)
 		if diff := cmp.Diff(statusAware(pod), PodRequests(pod), quantityEqual); diff != "" {
 			t.Fatalf("PodRequests differs from the status-aware helper (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestPropertyPodRequestsFromTheSpec: on pods whose status reports no
+// resources, the spec-only sum gives what the helper gives with the spec-only
+// options, sidecars and pod-level requests or not, and leaves the pod as it
+// was.
+func TestPropertyPodRequestsFromTheSpec(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		pod := drawPod(t)
+		pod.Status = corev1.PodStatus{}
+		if rapid.Bool().Draw(t, "no-pod-level") {
+			pod.Spec.Resources = nil
+		}
+		before := pod.DeepCopy()
+		want := resourcehelper.PodRequests(before.DeepCopy(), resourcehelper.PodResourcesOptions{})
+		if diff := cmp.Diff(want, PodRequests(pod), quantityEqual); diff != "" {
+			t.Fatalf("PodRequests differs from the spec-only helper (-want +got):\n%s", diff)
+		}
+		if diff := cmp.Diff(before, pod, quantityEqual); diff != "" {
+			t.Fatalf("PodRequests changed the pod (-before +after):\n%s", diff)
 		}
 	})
 }
