@@ -99,6 +99,9 @@ type podRequests struct {
 	request  elastic.Request
 	charge   claims.Charge
 	plain    bool
+	// reserved says Reserve charged the pod with these plain requests: the
+	// update that reports it bound changes nothing it is charged.
+	reserved bool
 	// err is why part of the pod's devices could not be read.
 	err error
 }
@@ -224,7 +227,7 @@ func (c *quotaCache) updatePod(old, pod *corev1.Pod) {
 	// Bound: the scheduler is done with it, whether or not a tree is in force.
 	// The requests computed for its pending version charge it, then go.
 	delete(c.refused, pod.UID)
-	c.adoptRequestsLocked(old, pod)
+	adopted := c.adoptRequestsLocked(old, pod)
 	defer delete(c.requests, pod.UID)
 	if c.tree == nil {
 		return
@@ -240,6 +243,11 @@ func (c *quotaCache) updatePod(old, pod *corev1.Pod) {
 		c.endHoldLocked(pod.UID)
 	}
 	if old != nil && sameCharge(old, pod) && c.tree.Tracks(pod.UID) {
+		return
+	}
+	if adopted && c.requests[pod.UID].reserved && c.tree.Tracks(pod.UID) &&
+		len(pod.Spec.ResourceClaims) == 0 && !elastic.Leaving(pod) {
+		// The binding of a pod Reserve charged, with requests as they were.
 		return
 	}
 	if c.chargePodLocked(c.tree, pod) {

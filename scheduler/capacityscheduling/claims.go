@@ -164,6 +164,10 @@ func (c *quotaCache) reserveChargeLocked(pod *corev1.Pod, requests corev1.Resour
 	r, ok := c.requests[pod.UID]
 	if !ok || r.pod != pod || r.plain {
 		c.tree.AddRequests(pod.UID, pod.Namespace, requests)
+		if ok && r.pod == pod && r.plain && len(pod.Spec.ResourceClaims) == 0 {
+			r.reserved = true
+			c.requests[pod.UID] = r
+		}
 		return
 	}
 	c.tree.AddRequests(pod.UID, pod.Namespace, r.charge.Own)

@@ -184,14 +184,23 @@ func (h *harness) usedCPU(node string) string {
 
 func TestReserve(t *testing.T) {
 	type step struct {
-		do       string
-		pod      *corev1.Pod
+		do  string
+		pod *corev1.Pod
+		// from is the version an "update" step's pod follows.
+		from     *corev1.Pod
 		wantCode fwk.Code
 		// wantUsed is team-a's cpu after the step.
 		wantUsed string
 	}
 	pending := testPod("p", "team-a", "6", "", high, 0)
 	other := testPod("other", "team-a", "6", "n1", high, 0)
+	bound := func(p *corev1.Pod) *corev1.Pod {
+		b := p.DeepCopy()
+		b.Spec.NodeName = "n1"
+		return b
+	}
+	resized := pending.DeepCopy()
+	resized.Spec.Containers[0].Resources.Requests = cpuList("4")
 	tests := []struct {
 		name  string
 		steps []step
@@ -210,6 +219,19 @@ func TestReserve(t *testing.T) {
 			{do: "informer", pod: testPod("third", "team-a", "6", "n1", high, 0), wantUsed: "12"},
 			// 12 + 6 > 16: refused now, though PreFilter admitted it.
 			{do: "reserve-only", pod: testPod("q", "team-a", "6", "", high, 0), wantCode: fwk.Unschedulable, wantUsed: "12"},
+		},
+	}, {
+		name: "the binding of a reserved pod keeps its charge",
+		steps: []step{
+			{do: "reserve", pod: pending, wantUsed: "6"},
+			{do: "update", from: pending, pod: bound(pending), wantUsed: "6"},
+		},
+	}, {
+		name: "a pod whose requests changed after Reserve is charged its new requests once bound",
+		steps: []step{
+			{do: "reserve", pod: pending, wantUsed: "6"},
+			{do: "update", from: pending, pod: resized, wantUsed: "6"},
+			{do: "update", from: resized, pod: bound(resized), wantUsed: "4"},
 		},
 	}, {
 		name: "a pod no tree governs is not charged",
@@ -235,6 +257,8 @@ func TestReserve(t *testing.T) {
 					h.plugin.Unreserve(h.ctx, states[s.pod.Name], s.pod, "n1")
 				case "informer":
 					h.plugin.cache.updatePod(nil, s.pod)
+				case "update":
+					h.plugin.cache.updatePod(s.from, s.pod)
 				}
 				if status.Code() != s.wantCode {
 					t.Errorf("step %d (%s %s): %v, want %v", i, s.do, s.pod.Name, status, s.wantCode)
