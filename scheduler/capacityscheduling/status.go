@@ -104,12 +104,8 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		if busy && figuresOnly(desired, t.Status) && now.Sub(w.written[t.UID]) < busyIntervals*w.interval {
 			continue
 		}
-		if err := w.write(ctx, t, desired); err != nil {
-			// A conflict or a deleted tree is retried, or dropped, at the
-			// next tick; neither counts as written.
-			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-				logger.Error(err, "Writing ElasticQuotaTree status", "tree", klog.KObj(t))
-			}
+		if err := w.write(ctx, t, desired); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			logger.Error(err, "Writing ElasticQuotaTree status", "tree", klog.KObj(t))
 			continue
 		}
 		w.written[t.UID] = now
