@@ -38,7 +38,8 @@ import (
 // the pods while the scheduler is stopped (pod creation is not measured),
 // starts the scheduler, and times from its start to the last pod bound.
 // Before the first pair, one window of each variant runs untimed: the first
-// window after the set-up ran about 10% slower, whichever variant it was.
+// window after the set-up was the slowest of its run in some runs, and it
+// was always plugin=on's.
 // Each pair's rates and ratio are logged, so that runs can be pooled.
 //
 // Metrics: on/off, the median over the pairs of the pair's throughput ratio
