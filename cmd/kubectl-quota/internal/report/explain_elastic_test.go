@@ -94,7 +94,7 @@ func TestExplainElasticQuotaCases(t *testing.T) {
 	invalid.Generation, invalid.Status.ObservedGeneration = 2, 2
 	invalid.Spec.Root.Children[0].Children[0].Min = list("cpu", "30") // min > max
 	invalid.Status.Conditions[0].Message = "generation 2 is invalid; generation 1 stays in force"
-	differing := withStatus(t, tree, ns1[:3])
+	behind := withStatus(t, tree, ns1[:3])
 	nominated := pendingIn("namespace1", "5")
 	nominated.Status.NominatedNodeName = "seed-2"
 	bigMemory := pendingIn("namespace1", "5")
@@ -109,6 +109,7 @@ func TestExplainElasticQuotaCases(t *testing.T) {
 		wantVerdict string
 		wantFrom    string
 		wantNote    string
+		wantNoNotes bool
 		wantPath    map[string]NodeResource
 		wantContrib []string
 		wantMore    int
@@ -129,13 +130,37 @@ func TestExplainElasticQuotaCases(t *testing.T) {
 		wantFrom:    FromPods,
 		wantNote:    "status.quotas describes generation 1, the spec is generation 2",
 	}, {
-		name:        "status wins over the pods, and the difference is said",
-		trees:       treesOf(differing),
+		// Status lags: a pod bound since the last write counts.
+		name:        "status behind the bound pods: the leaf is charged the pods' figures",
+		trees:       treesOf(behind),
 		pods:        ns1,
+		pod:         pendingIn("namespace1", "5"),
+		wantVerdict: `Pending: refused by ElasticQuotaTree node "root.a.1" on cpu (used 20 + request 5 > max 20)`,
+		wantFrom:    FromStatus,
+		wantNote:    "the bound pods request more than status.quotas on root.a.1,",
+		wantPath: map[string]NodeResource{
+			"root.a.1": cpuRow("20", "5", "10", "20", "10", true),
+			"root.a":   cpuRow("20", "5", "20", "40", "0", false),
+		},
+	}, {
+		// Status also counts what the pods do not show, such as quota held
+		// for a reclaim's preemptor.
+		name:        "status ahead of the bound pods: status counts, and the difference is said",
+		trees:       treesOf(withStatus(t, tree, ns1)),
+		pods:        ns1[:3],
+		pod:         pendingIn("namespace1", "5"),
+		wantVerdict: `Pending: refused by ElasticQuotaTree node "root.a.1" on cpu (used 20 + request 5 > max 20)`,
+		wantFrom:    FromStatus,
+		wantNote:    "status.quotas counts more than the bound pods' requests on root, root.a, root.a.1:",
+		wantPath:    map[string]NodeResource{"root.a.1": cpuRow("20", "5", "10", "20", "10", true)},
+	}, {
+		name:        "status and the pods agree: no note",
+		trees:       treesOf(withStatus(t, tree, ns1[:3])),
+		pods:        ns1[:3],
 		pod:         pendingIn("namespace1", "5"),
 		wantVerdict: "Pending: not scheduled yet",
 		wantFrom:    FromStatus,
-		wantNote:    "status.quotas differs from the bound pods' requests on root, root.a, root.a.1",
+		wantNoNotes: true,
 		wantPath:    map[string]NodeResource{"root.a.1": cpuRow("15", "5", "10", "20", "5", false)},
 	}, {
 		name:        "an invalid generation: the last valid one, from status, is judged",
@@ -210,6 +235,9 @@ func TestExplainElasticQuotaCases(t *testing.T) {
 			}
 			if tt.wantNote != "" && !slices.ContainsFunc(e.Notes, func(n string) bool { return strings.Contains(n, tt.wantNote) }) {
 				t.Errorf("no note containing %q in %q", tt.wantNote, e.Notes)
+			}
+			if tt.wantNoNotes && len(e.Notes) > 0 {
+				t.Errorf("notes %q, want none", e.Notes)
 			}
 			if tt.wantFrom == "" {
 				if e.ElasticQuota != nil {

@@ -28,7 +28,11 @@ type model struct {
 }
 
 // newModel builds the tree in force and charges it, from status.quotas when
-// the scheduler wrote them for this generation, else from the bound pods. The
+// the scheduler wrote them for this generation, else from the bound pods.
+// Status lags the pods by up to the scheduler's write interval, so a leaf
+// whose bound pods now request more than status says is charged the pods'
+// figures: a pod bound since the last write must not leave room that the
+// scheduler no longer has. The
 // generation in force is elastic.Tracker's choice, as in the scheduler and the
 // autoscaler; kubectl-quota looks once, like a program just started, so while
 // the spec is invalid it is the generation status.lastValid records.
@@ -53,9 +57,13 @@ func newModel(obj *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod, looku
 	fresh, why := statusFresh(obj, inForce.Tree)
 	if fresh || (!inForce.Current && len(obj.Status.Quotas) > 0) {
 		if charged, ok := chargeStatus(inForce.Tree, obj.Status.Quotas); ok {
-			m.tree, m.source = charged, FromStatus
-			if differ := differingNodes(charged, live); len(differ) > 0 {
-				m.notes = append(m.notes, fmt.Sprintf("status.quotas differs from the bound pods' requests on %s: status is written every few seconds and also counts pods being bound and quota held for a reclaim", strings.Join(differ, ", ")))
+			merged, raised := raiseToPods(charged, live)
+			m.tree, m.source = merged, FromStatus
+			if len(raised) > 0 {
+				m.notes = append(m.notes, fmt.Sprintf("the bound pods request more than status.quotas on %s, which the scheduler writes every few seconds: their figures are used there", strings.Join(raised, ", ")))
+			}
+			if differ := differingNodes(merged, live); len(differ) > 0 {
+				m.notes = append(m.notes, fmt.Sprintf("status.quotas counts more than the bound pods' requests on %s: status also counts pods being bound and quota held for a reclaim, and counts pods that left until its next write", strings.Join(differ, ", ")))
 			}
 			return m, nil
 		}
@@ -135,6 +143,40 @@ func chargeStatus(shape *elastic.Tree, quotas []schedulingv1beta1.QuotaNodeStatu
 		}
 	}
 	return tree, true
+}
+
+// raiseToPods is fromStatus with each leaf charged, resource by resource, the
+// larger of its status figure and what the bound pods charge it (live), and
+// the leaves that live raised. Status alone also counts what the pods do not
+// show (pods being bound, quota held for a reclaim); the pods alone show what
+// was bound since status was last written.
+func raiseToPods(fromStatus, live *elastic.Tree) (*elastic.Tree, []string) {
+	merged := fromStatus.Uncharged()
+	var raised []string
+	for _, n := range fromStatus.Nodes() {
+		namespaces := n.Namespaces()
+		if !n.IsLeaf() || len(namespaces) == 0 {
+			continue
+		}
+		fromLeaf, _ := fromStatus.Used(n.Name())
+		byPods, _ := live.Used(n.Name())
+		used := make(corev1.ResourceList, len(fromLeaf))
+		for name, q := range fromLeaf {
+			used[name] = q.DeepCopy()
+		}
+		higher := false
+		for name, q := range byPods {
+			// A missing figure is the zero Quantity: zero charges raise nothing.
+			if q.Cmp(used[name]) > 0 {
+				used[name], higher = q.DeepCopy(), true
+			}
+		}
+		if higher {
+			raised = append(raised, n.Name())
+		}
+		merged.AddRequests(types.UID("usage:"+n.Name()), namespaces[0], used)
+	}
+	return merged, raised
 }
 
 // differingNodes names the quota nodes whose usage differs between a and b.

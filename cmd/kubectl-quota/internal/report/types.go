@@ -28,7 +28,8 @@ const APIVersion = "kubectl-quota.quotascale.io/v1alpha1"
 // Where figures come from.
 const (
 	// FromStatus: the scheduler's status.quotas, which also counts pods being
-	// bound and quota held for a reclaim's preemptor.
+	// bound and quota held for a reclaim's preemptor, with each leaf raised
+	// to its bound pods' requests where those are larger (status lags them).
 	FromStatus = "status"
 	// FromPods: summed from the bound pods, because status was missing or stale.
 	FromPods = "pods"
