@@ -19,7 +19,9 @@ type Args struct {
 	metav1.TypeMeta `json:",inline"`
 
 	// StatusUpdateInterval bounds how often tree status is written. Status is
-	// rate-limited rather than written on every pod event. Default 2s.
+	// rate-limited rather than written on every pod event; while usage keeps
+	// changing at every interval, the figures are written every five
+	// intervals. Default 2s.
 	StatusUpdateInterval *metav1.Duration `json:"statusUpdateInterval,omitempty"`
 
 	// MinCandidateNodesPercentage and MinCandidateNodesAbsolute are

@@ -45,9 +45,9 @@ type quotaCache struct {
 	// hold's charge back: the reclaim is still owed to the preemptor.
 	holds   map[types.UID]*hold
 	holdFor time.Duration
-	// changed is set whenever usage or the tree changed since the last status
-	// write.
-	changed bool
+	// changedAt is when usage or the tree last changed, for the status
+	// writer to tell a burst of charges from a settled tree.
+	changedAt time.Time
 
 	podLister corelisters.PodLister
 	clock     clock.PassiveClock
@@ -251,7 +251,7 @@ func (c *quotaCache) updatePod(old, pod *corev1.Pod) {
 		return
 	}
 	if c.chargePodLocked(c.tree, pod) {
-		c.changed = true
+		c.changedAt = c.clock.Now()
 	}
 }
 
@@ -304,7 +304,7 @@ func (c *quotaCache) deletePod(pod *corev1.Pod) {
 
 func (c *quotaCache) releaseLocked(uid types.UID) {
 	if c.tree.RemovePod(uid) {
-		c.changed = true
+		c.changedAt = c.clock.Now()
 	}
 	c.dropClaimsLocked(c.tree, uid, nil)
 }
@@ -324,7 +324,7 @@ func (c *quotaCache) startHold(preemptor *corev1.Pod, leaf string, requests core
 	}
 	c.holds[preemptor.UID] = h
 	c.tree.AddRequests(holdUID(preemptor.UID), h.namespace, h.requests)
-	c.changed = true
+	c.changedAt = c.clock.Now()
 }
 
 func (c *quotaCache) endHoldLocked(preemptor types.UID) {
@@ -346,7 +346,7 @@ func (c *quotaCache) reserveLocked(pod *corev1.Pod, requests corev1.ResourceList
 		h.charged = false
 	}
 	c.reserveChargeLocked(pod, requests)
-	c.changed = true
+	c.changedAt = c.clock.Now()
 }
 
 // unreserve releases what Reserve charged when binding fails, and puts a
@@ -463,7 +463,7 @@ func (c *quotaCache) setTreeLocked(logger klog.Logger, t *elastic.Tree) {
 	c.forgetNodesLocked(c.tree, t)
 	clear(c.gangAsked)
 	c.tree = t
-	c.changed = true
+	c.changedAt = c.clock.Now()
 }
 
 func (c *quotaCache) updateFlavor(f *kueuev1beta1.ResourceFlavor) {

@@ -266,7 +266,7 @@ func (c *quotaCache) dropClaimsLocked(t *elastic.Tree, uid types.UID, keep []cla
 		}
 		delete(c.claims.sharers, key)
 		if t != nil && t.RemovePod(key) {
-			c.changed = true
+			c.changedAt = c.clock.Now()
 		}
 	}
 }
@@ -297,7 +297,7 @@ func (c *quotaCache) claimChanged(key string) {
 	}
 	for _, pod := range users {
 		c.chargePodLocked(c.tree, pod)
-		c.changed = true
+		c.changedAt = c.clock.Now()
 	}
 }
 
@@ -326,7 +326,7 @@ func (c *quotaCache) rechargeAllLocked() {
 	for _, pod := range pods {
 		if elastic.Charged(pod) && c.tree.Tracks(pod.UID) {
 			c.chargePodLocked(c.tree, pod)
-			c.changed = true
+			c.changedAt = c.clock.Now()
 		}
 	}
 }

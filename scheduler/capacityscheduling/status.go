@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -31,12 +32,27 @@ const statusLease = "quotascale-capacity-scheduling-status"
 
 // statusWriter writes every tree's conditions and the per-node figures of the tree
 // in force, at most once per interval rather than on every pod event.
+//
+// While pods are being charged without pause (a burst of bindings), a tree
+// whose only change is its figures is written every busyIntervals intervals
+// rather than every interval: each write costs the API server and etcd the
+// whole object, a few hundred kilobytes for a large tree, and the figures
+// would change again before anyone read them. Once usage has been still for
+// an interval, the next tick writes them; a change of conditions or of the
+// last valid generation is written at once.
 type statusWriter struct {
 	cache    *quotaCache
 	trees    cache.Store
 	client   dynamic.Interface
 	interval time.Duration
+	// written is when each tree's status was last written, by UID; only
+	// writeAll's goroutine uses it.
+	written map[types.UID]time.Time
 }
+
+// busyIntervals is how many intervals apart the figures are written while
+// usage keeps changing.
+const busyIntervals = 5
 
 // run elects a leader and writes status while leading, until ctx ends.
 func (w *statusWriter) run(ctx context.Context, kube kubernetes.Interface) {
@@ -69,6 +85,13 @@ func (w *statusWriter) run(ctx context.Context, kube kubernetes.Interface) {
 
 func (w *statusWriter) writeAll(ctx context.Context) {
 	logger := klog.FromContext(ctx)
+	if w.written == nil {
+		w.written = map[types.UID]time.Time{}
+	}
+	now := w.cache.clock.Now()
+	w.cache.mu.Lock()
+	busy := now.Sub(w.cache.changedAt) < w.interval
+	w.cache.mu.Unlock()
 	for _, obj := range w.trees.List() {
 		t, ok := obj.(*schedulingv1beta1.ElasticQuotaTree)
 		if !ok {
@@ -78,10 +101,25 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		if !ok || apiequality.Semantic.DeepEqual(desired, t.Status) {
 			continue
 		}
-		if err := w.write(ctx, t, desired); err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			logger.Error(err, "Writing ElasticQuotaTree status", "tree", klog.KObj(t))
+		if busy && figuresOnly(desired, t.Status) && now.Sub(w.written[t.UID]) < busyIntervals*w.interval {
+			continue
 		}
+		if err := w.write(ctx, t, desired); err != nil {
+			// A conflict or a deleted tree is retried, or dropped, at the
+			// next tick; neither counts as written.
+			if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+				logger.Error(err, "Writing ElasticQuotaTree status", "tree", klog.KObj(t))
+			}
+			continue
+		}
+		w.written[t.UID] = now
 	}
+}
+
+// figuresOnly says that desired differs from current in status.quotas alone.
+func figuresOnly(desired, current schedulingv1beta1.ElasticQuotaTreeStatus) bool {
+	desired.Quotas, current.Quotas = nil, nil
+	return apiequality.Semantic.DeepEqual(desired, current)
 }
 
 // desiredStatus is t's status as the plugin sees it; false when the plugin has

@@ -76,7 +76,7 @@ func (c *quotaCache) syncTreesLocked(logger klog.Logger, trees []*schedulingv1be
 		decisions[t.Namespace+"/"+t.Name] = d
 	}
 	lc.decisions = decisions
-	c.changed = true
+	c.changedAt = c.clock.Now()
 	return events
 }
 
