@@ -3,6 +3,7 @@ package capacityscheduling
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"time"
 
@@ -92,11 +93,13 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 	w.cache.mu.Lock()
 	busy := now.Sub(w.cache.changedAt) < w.interval
 	w.cache.mu.Unlock()
+	present := make(map[types.UID]bool, len(w.written))
 	for _, obj := range w.trees.List() {
 		t, ok := obj.(*schedulingv1beta1.ElasticQuotaTree)
 		if !ok {
 			continue
 		}
+		present[t.UID] = true
 		desired, ok := w.desiredStatus(t)
 		if !ok || apiequality.Semantic.DeepEqual(desired, t.Status) {
 			continue
@@ -114,6 +117,8 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		}
 		w.written[t.UID] = now
 	}
+	// Deleted trees are forgotten.
+	maps.DeleteFunc(w.written, func(uid types.UID, _ time.Time) bool { return !present[uid] })
 }
 
 // figuresOnly says that desired differs from current in status.quotas alone.

@@ -10,6 +10,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/quota/elastic"
@@ -90,6 +91,14 @@ func TestStatusWritesBatchWhileUsageKeepsChanging(t *testing.T) {
 	h.clock.Step(busyIntervals * interval)
 	charge()
 	tick("a charge after a quiet while", time.Second, 5)
+	// An event of a tree object (another tree's, or this writer's own
+	// update) is not a change of usage: a charge that has been still for an
+	// interval is written.
+	h.clock.Step(time.Second)
+	charge()
+	h.clock.Step(interval)
+	h.plugin.syncTrees(klog.FromContext(h.ctx))
+	tick("a charge still for an interval, after a tree event", 0, 6)
 }
 
 // TestFiguresOnly: a status differing in its figures alone is told from one

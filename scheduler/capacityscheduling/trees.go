@@ -76,7 +76,10 @@ func (c *quotaCache) syncTreesLocked(logger klog.Logger, trees []*schedulingv1be
 		decisions[t.Namespace+"/"+t.Name] = d
 	}
 	lc.decisions = decisions
-	c.changedAt = c.clock.Now()
+	// Not a change of usage: a swap of the tree in force is marked by
+	// setTreeLocked, and a change of conditions is written at the next tick
+	// whatever usage does. Marking every sync would let the status writer's
+	// own updates hold back the figures.
 	return events
 }
 
