@@ -161,7 +161,7 @@ func TestSharedClaimChargedOnce(t *testing.T) {
 	if _, status := h.plugin.PreFilter(h.ctx, state, third, nil); status.Code() != fwk.Skip {
 		t.Fatalf("a third user of the charged claim: PreFilter = %v, want admitted", status)
 	}
-	if status := h.plugin.Reserve(h.ctx, state, third, "n1"); !status.IsSuccess() {
+	if status := h.reserveAssumed(state, third, "n1"); !status.IsSuccess() {
 		t.Fatalf("Reserve = %v", status)
 	}
 	if got := h.used("team-a", gpuDevices); got != "2" {
@@ -171,7 +171,7 @@ func TestSharedClaimChargedOnce(t *testing.T) {
 		t.Errorf("another claim while the shared one fills the leaf: PreFilter = %v %q, want refused", code, msg)
 	}
 
-	h.plugin.Unreserve(h.ctx, state, third, "n1")
+	h.unreserveAssumed(state, third, "n1")
 	for _, p := range pods[:1] {
 		if err := h.client.CoreV1().Pods(p.Namespace).Delete(h.ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)

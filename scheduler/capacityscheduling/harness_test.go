@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -70,6 +71,9 @@ type world struct {
 	pdbs []*policyv1.PodDisruptionBudget
 	// dra are ResourceClaims and DeviceClasses.
 	dra []runtime.Object
+	// podGroups are Workload API PodGroups; the GenericWorkload gate is on
+	// when there are any.
+	podGroups []*schedulingapi.PodGroup
 }
 
 type harness struct {
@@ -162,6 +166,12 @@ func newHarness(t testing.TB, w world) *harness {
 		objs = append(objs, pdb)
 	}
 	objs = append(objs, w.dra...)
+	if len(w.podGroups) > 0 {
+		featuregatetesting.SetFeatureGateDuringTest(t, utilfeature.DefaultFeatureGate, features.GenericWorkload, true)
+	}
+	for _, pg := range w.podGroups {
+		objs = append(objs, pg)
+	}
 	client := clientsetfake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	_ = factory.Policy().V1().PodDisruptionBudgets().Informer()

@@ -250,11 +250,11 @@ func TestReserve(t *testing.T) {
 					states[s.pod.Name], _ = h.preFilter(s.pod)
 				case "reserve":
 					states[s.pod.Name], _ = h.preFilter(s.pod)
-					status = h.plugin.Reserve(h.ctx, states[s.pod.Name], s.pod, "n1")
+					status = h.reserveAssumed(states[s.pod.Name], s.pod, "n1")
 				case "reserve-only":
-					status = h.plugin.Reserve(h.ctx, states[s.pod.Name], s.pod, "n1")
+					status = h.reserveAssumed(states[s.pod.Name], s.pod, "n1")
 				case "unreserve":
-					h.plugin.Unreserve(h.ctx, states[s.pod.Name], s.pod, "n1")
+					h.unreserveAssumed(states[s.pod.Name], s.pod, "n1")
 				case "informer":
 					h.plugin.cache.updatePod(nil, s.pod)
 				case "update":
@@ -298,11 +298,11 @@ func TestHolds(t *testing.T) {
 				case "hold":
 					h.plugin.cache.startHold(preemptor, "team-a", cpuList("4"), []*corev1.Pod{victim})
 				case "reserve":
-					if status := h.plugin.Reserve(h.ctx, state, preemptor, "n1"); !status.IsSuccess() {
+					if status := h.reserveAssumed(state, preemptor, "n1"); !status.IsSuccess() {
 						t.Fatalf("Reserve: %v", status)
 					}
 				case "unreserve":
-					h.plugin.Unreserve(h.ctx, state, preemptor, "n1")
+					h.unreserveAssumed(state, preemptor, "n1")
 				case "bound":
 					bound := preemptor.DeepCopy()
 					bound.Spec.NodeName = "n1"
