@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -87,6 +88,8 @@ type quotaCache struct {
 	// trial is set while PodGroupPostFilter places a gang as if a reclaim's
 	// victims were gone (podgroupreclaim.go).
 	trial *reclaimTrial
+	// podGroup looks Workload API PodGroups up; nil where the API is off.
+	podGroup func(namespace, name string) (*schedulingapi.PodGroup, bool)
 }
 
 // podRequests is what the cache computed for one pod object: its requests
@@ -114,8 +117,10 @@ type hold struct {
 	victims sets.Set[types.UID]
 	started time.Time
 	// charged says the hold's quota is charged under holdUID; false while the
-	// preemptor is reserved and charged itself.
-	charged bool
+	// preemptor is reserved and charged itself, or while its gang's
+	// reservation holds the room (inReservation).
+	charged       bool
+	inReservation bool
 	// gang is the preemptor's gang, whose members may all use the room; the
 	// zero Key for a pod of no gang.
 	gang gang.Key
@@ -137,7 +142,7 @@ func newQuotaCache(podLister corelisters.PodLister, clk clock.PassiveClock, hold
 		claims:    newClaimBook(),
 
 		reservations: map[gang.Key]*reservation{},
-		gangPods:     gangIndex{},
+		gangPods:     newGangIndex(),
 		gangRefusals: map[gang.Key]string{},
 		gangsNever:   map[gang.Key]string{},
 		gangWarned:   map[types.UID]string{},
@@ -338,32 +343,37 @@ func (c *quotaCache) endHoldLocked(preemptor types.UID) {
 	}
 }
 
-// reserveLocked charges a pod that is being bound. A preemptor's own charge
-// replaces its hold's until binding succeeds or fails.
-func (c *quotaCache) reserveLocked(pod *corev1.Pod, requests corev1.ResourceList) {
+// reserveLocked charges a pod that is being bound with what its PreFilter
+// computed (s). A preemptor's own charge replaces its hold's until binding
+// succeeds or fails.
+func (c *quotaCache) reserveLocked(pod *corev1.Pod, s *stateData) {
 	if h := c.holds[pod.UID]; h != nil && h.charged {
 		c.releaseLocked(holdUID(pod.UID))
 		h.charged = false
 	}
-	c.reserveChargeLocked(pod, requests)
+	c.reserveChargeLocked(pod, s)
 	c.changedAt = c.clock.Now()
 }
 
-// unreserve releases what Reserve charged when binding fails, and puts a
-// preemptor's hold back: its reclaim still stands. For a member of a gang it
-// returns the members to reject (unreserveMemberLocked).
-func (c *quotaCache) unreserve(pod *corev1.Pod) gangRelease {
+// unreserve releases what Reserve charged when binding fails, or when a pod
+// group cycle is undone (tentative), and puts a preemptor's hold back: its
+// reclaim still stands. For a member of a gang it returns the members to
+// reject and the pods to activate (unreserveMemberLocked).
+func (c *quotaCache) unreserve(pod *corev1.Pod, tentative bool) gangRelease {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.tree == nil {
 		return gangRelease{}
 	}
+	if c.trial.unreserve(pod.UID) {
+		return gangRelease{}
+	}
 	c.releaseLocked(pod.UID)
-	if h := c.holds[pod.UID]; h != nil && !h.charged {
+	if h := c.holds[pod.UID]; h != nil && !h.charged && !h.inReservation {
 		c.tree.AddRequests(holdUID(pod.UID), h.namespace, h.requests)
 		h.charged = true
 	}
-	return c.unreserveMemberLocked(pod)
+	return c.unreserveMemberLocked(pod, tentative)
 }
 
 // sweepHolds ends the holds older than holdFor: their preemptors were never
@@ -394,16 +404,18 @@ func (c *quotaCache) sweepHolds() ([]*corev1.Pod, error) {
 	}
 	keptOut := refused[:0]
 	for _, pod := range refused {
-		if c.admitLocked(pod, c.requestLocked(pod)).Admitted() {
+		if _, v, err := c.admitPendingLocked(pod, c.requestLocked(pod)); err == nil && v.Admitted() {
 			keptOut = append(keptOut, pod)
 		}
 	}
 	return keptOut, err
 }
 
-// refusedPendingLocked lists the pending pods the tree in force refuses now.
-// It walks every pod the informer holds, so it is only for rare events such
-// as a hold expiring. Callers hold the lock, with a tree in force.
+// refusedPendingLocked lists the pending pods the tree in force refuses now,
+// each judged as PreFilter judges it: a member of a gang by what its gang
+// still asks. A pod whose gang cannot ask yet is not refused by quota. It
+// walks every pod the informer holds, so it is only for rare events such as
+// a hold expiring. Callers hold the lock, with a tree in force.
 func (c *quotaCache) refusedPendingLocked() ([]*corev1.Pod, error) {
 	if c.podLister == nil {
 		return nil, nil
@@ -420,7 +432,7 @@ func (c *quotaCache) refusedPendingLocked() ([]*corev1.Pod, error) {
 		if _, governed := c.tree.LeafFor(pod.Namespace); !governed {
 			continue
 		}
-		if !c.admitLocked(pod, c.requestLocked(pod)).Admitted() {
+		if _, v, err := c.admitPendingLocked(pod, c.requestLocked(pod)); err == nil && !v.Admitted() {
 			out = append(out, pod)
 		}
 	}

@@ -157,21 +157,25 @@ func (c *quotaCache) chargeFromLocked(pod *corev1.Pod, requests corev1.ResourceL
 	return claims.PodChargeFrom(pod, requests, c.lookup)
 }
 
-// reserveChargeLocked charges a pod being bound with what PreFilter computed
-// for it: its own charge under its UID, its shared claims under theirs. A pod
-// PreFilter did not see is charged requests.
-func (c *quotaCache) reserveChargeLocked(pod *corev1.Pod, requests corev1.ResourceList) {
-	r, ok := c.requests[pod.UID]
-	if !ok || r.pod != pod || r.plain {
-		c.tree.AddRequests(pod.UID, pod.Namespace, requests)
-		if ok && r.pod == pod && r.plain && len(pod.Spec.ResourceClaims) == 0 {
+// reserveChargeLocked charges a pod being bound with what its PreFilter
+// computed (s.seen): its own charge under its UID, its shared claims under
+// theirs. kube-scheduler hands Reserve a copy of the pod PreFilter saw, so
+// the charge travels in the cycle state rather than being looked up by the
+// pod object. A pod PreFilter computed no charge for is charged its request.
+func (c *quotaCache) reserveChargeLocked(pod *corev1.Pod, s *stateData) {
+	seen := s.seen
+	if seen.pod == nil || seen.plain {
+		c.tree.AddRequests(pod.UID, pod.Namespace, s.request.Requests())
+		// The binding of a pod charged its plain requests changes nothing
+		// it is charged, while its requests are those PreFilter saw.
+		if r, ok := c.requests[pod.UID]; ok && seen.pod != nil && r.pod == seen.pod && len(pod.Spec.ResourceClaims) == 0 {
 			r.reserved = true
 			c.requests[pod.UID] = r
 		}
 		return
 	}
-	c.tree.AddRequests(pod.UID, pod.Namespace, r.charge.Own)
-	c.holdClaimsLocked(c.tree, pod, r.charge)
+	c.tree.AddRequests(pod.UID, pod.Namespace, seen.charge.Own)
+	c.holdClaimsLocked(c.tree, pod, seen.charge)
 }
 
 // claimProblemLocked is why the last look at pod's devices could not read

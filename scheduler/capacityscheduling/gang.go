@@ -60,15 +60,27 @@ func podGroupLister(h fwk.Handle) func(namespace, name string) (*schedulingapi.P
 	}
 }
 
+// admitPendingLocked judges a pending pod as PreFilter does: a member of a
+// gang not wholly admitted by what its gang still asks (admitGangLocked),
+// any other pod by request, its own. ask is nil for a pod judged alone; err
+// says the pod's gang cannot ask its quota yet. The caller holds the lock,
+// with a tree in force.
+func (c *quotaCache) admitPendingLocked(pod *corev1.Pod, request elastic.Request) (*gangAsk, elastic.Verdict, error) {
+	ask, verdict, err := c.admitGangLocked(pod, request)
+	if err != nil || ask != nil {
+		return ask, verdict, err
+	}
+	return nil, c.admitLocked(pod, request), nil
+}
+
 // admitGangLocked decides a pod of a gang. It returns a nil ask for a pod in
 // no gang, or of a gang whose first MinCount members are all charged: such a
 // pod is judged alone. Otherwise the verdict is the whole gang's, or, while
 // the gang's reservation stands, the pod's own against usage without the
 // reservation's remaining part. The caller holds the lock, with a tree in
 // force.
-func (p *Plugin) admitGangLocked(pod *corev1.Pod, request elastic.Request) (*gangAsk, elastic.Verdict, error) {
-	c := p.cache
-	g, isGang, err := gang.Of(pod, p.podGroup)
+func (c *quotaCache) admitGangLocked(pod *corev1.Pod, request elastic.Request) (*gangAsk, elastic.Verdict, error) {
+	g, isGang, err := gang.Of(pod, c.podGroup)
 	if err != nil || !isGang {
 		return nil, elastic.Verdict{}, err
 	}
@@ -98,9 +110,8 @@ func (c *quotaCache) gangCompleteLocked(g gang.Gang, pod *corev1.Pod) error {
 	if g.Key.Kind != gang.KindLabels {
 		return nil
 	}
-	members := c.gangPods[g.Key]
-	count := len(members)
-	if _, indexed := members[pod.UID]; !indexed {
+	count := c.gangPods.size(g.Key)
+	if !c.gangPods.filed(g.Key, pod.UID) {
 		count++
 	}
 	if count >= int(g.MinCount) {
@@ -218,13 +229,13 @@ func (p *Plugin) reserveGangLocked(pod *corev1.Pod, s *stateData) *fwk.Status {
 			return fwk.NewStatus(fwk.Unschedulable, gangRefusal(ask, v))
 		}
 		delete(c.gangRefusals, ask.key)
-		c.reserveMemberLocked(pod, ask.key, ask.minCount, whole, s.request.Requests())
+		c.reserveMemberLocked(pod, ask.key, ask.minCount, whole, s)
 		return nil
 	}
 	if v := c.admitGangRequestLocked(pod, ask.key, s.request.Requests()); !v.Admitted() {
 		return fwk.NewStatus(fwk.Unschedulable, gangRefusal(ask, v))
 	}
-	c.reserveMemberLocked(pod, ask.key, ask.minCount, nil, s.request.Requests())
+	c.reserveMemberLocked(pod, ask.key, ask.minCount, nil, s)
 	return nil
 }
 
@@ -233,7 +244,7 @@ func (p *Plugin) reserveAloneLocked(pod *corev1.Pod, s *stateData) *fwk.Status {
 	if v := p.cache.admitLocked(pod, s.request); !v.Admitted() {
 		return fwk.NewStatus(fwk.Unschedulable, v.Message())
 	}
-	p.cache.reserveLocked(pod, s.request.Requests())
+	p.cache.reserveLocked(pod, s)
 	return nil
 }
 
@@ -360,7 +371,7 @@ func (p *Plugin) warnBadGang(pod *corev1.Pod) {
 	if _, named := gang.RefOf(pod); !named {
 		return
 	}
-	_, _, err := gang.Of(pod, p.podGroup)
+	_, _, err := gang.Of(pod, p.cache.podGroup)
 	p.cache.mu.Lock()
 	seen := p.cache.gangWarned[pod.UID]
 	if err == nil || seen == err.Error() {

@@ -44,14 +44,14 @@ func gangHarness(t *testing.T, tree string, pods ...*corev1.Pod) *harness {
 }
 
 // reserve runs PreFilter and Reserve for pod, as a scheduling cycle that
-// found it a node does.
+// found it node n1 does: Reserve gets the assumed copy.
 func (h *harness) reserve(pod *corev1.Pod) (fwk.CycleState, *fwk.Status) {
 	h.t.Helper()
 	state, status := h.preFilter(pod)
 	if !status.IsSuccess() && status.Code() != fwk.Skip {
 		return state, status
 	}
-	return state, h.plugin.Reserve(h.ctx, state, pod, "n1")
+	return state, h.reserveAssumed(state, pod, "n1")
 }
 
 func bound(pod *corev1.Pod) *corev1.Pod {
@@ -112,7 +112,7 @@ func TestGangReservation(t *testing.T) {
 		if got := h.usedCPU("team-a"); got != "8" {
 			t.Errorf("after reserving %s: team-a used %s, want the whole gang's 8", p.Name, got)
 		}
-		permit, _ := h.plugin.Permit(h.ctx, state, p, "n1")
+		permit := h.permitAssumed(state, p, "n1")
 		if wantWait := i < 3; permit.Code() == fwk.Wait != wantWait {
 			t.Errorf("Permit(%s) = %v, want waiting %v", p.Name, permit, wantWait)
 		}
@@ -161,11 +161,11 @@ func TestGangWaitEnds(t *testing.T) {
 	if _, status := h.preFilter(other[0]); status.IsSuccess() {
 		t.Fatal("the second gang admitted while the first holds the leaf")
 	}
-	h.plugin.Unreserve(h.ctx, states[0], job[0], "n1")
+	h.unreserveAssumed(states[0], job[0], "n1")
 	if got := h.usedCPU("team-a"); got != "8" {
 		t.Errorf("one member left: team-a used %s, want the reservation's 8 still", got)
 	}
-	h.plugin.Unreserve(h.ctx, states[1], job[1], "n1")
+	h.unreserveAssumed(states[1], job[1], "n1")
 	if got := h.usedCPU("team-a"); got != "0" {
 		t.Errorf("every member left: team-a used %s, want 0", got)
 	}
@@ -214,8 +214,9 @@ func TestGangBadInput(t *testing.T) {
 // TestGangReclaim: reclaim for a gang plans for the whole gang: it evicts
 // enough for all of it, and nothing when the whole gang cannot be made to
 // fit, even though one of its pods alone could.
-func TestGangReclaim(t *testing.T) {
-	const lentTree = `
+// lentTree is a root of 16 cpu where team-a's min is MIN and team-b, whose
+// min is 4, may borrow the rest.
+const lentTree = `
 spec:
   root:
     name: root
@@ -225,6 +226,8 @@ spec:
     - {name: team-a, namespaces: [team-a], min: {cpu: MIN}, max: {cpu: 16}}
     - {name: team-b, namespaces: [team-b], min: {cpu: 4}, max: {cpu: 16}}
 `
+
+func TestGangReclaim(t *testing.T) {
 	var borrowers []*corev1.Pod
 	for i := 1; i <= 8; i++ {
 		borrowers = append(borrowers, testPod(fmt.Sprintf("b-%d", i), "team-b", "2", "n1", low, time.Duration(10-i)*time.Hour))
@@ -335,11 +338,8 @@ func TestGangReclaimHoldServesTheGang(t *testing.T) {
 	if _, status := h.reserve(job[1]); !status.IsSuccess() {
 		t.Fatalf("a member other than the preemptor: %v, want admitted into the gang's hold", status)
 	}
-	h.plugin.cache.mu.Lock()
-	holds := len(h.plugin.cache.holds)
-	h.plugin.cache.mu.Unlock()
-	if got := h.usedCPU("team-a"); got != "8" || holds != 0 {
-		t.Errorf("after the member's Reserve: team-a used %s with %d holds, want 8 held by the reservation alone", got, holds)
+	if got, holds := h.usedCPU("team-a"), h.chargedHolds(); got != "8" || holds != 0 {
+		t.Errorf("after the member's Reserve: team-a used %s with %d holds charged, want 8 held by the reservation alone", got, holds)
 	}
 	for _, p := range []*corev1.Pod{job[0], job[2], job[3]} {
 		if _, status := h.reserve(p); !status.IsSuccess() {

@@ -26,6 +26,9 @@ type reservation struct {
 	// members the informer shows on a node.
 	reserved sets.Set[types.UID]
 	bound    sets.Set[types.UID]
+	// heldFor are the preemptors whose reclaim holds the reservation took
+	// over (takeOverHoldsLocked).
+	heldFor []types.UID
 }
 
 // reservationUID is the UID a gang's reservation is charged under, distinct
@@ -36,40 +39,75 @@ func reservationUID(key gang.Key) types.UID {
 
 // gangIndex keeps the live pods of every gang, by gang, as the pod informer
 // delivers them: PreFilter reads a gang's members without listing every pod.
-type gangIndex map[gang.Key]map[types.UID]*corev1.Pod
-
-func (ix gangIndex) update(pod *corev1.Pod) {
-	key, ok := gang.RefOf(pod)
-	if !ok {
-		return
-	}
-	if pod.DeletionTimestamp != nil || resources.PodFinished(pod) {
-		ix.remove(pod)
-		return
-	}
-	members := ix[key]
-	if members == nil {
-		members = map[types.UID]*corev1.Pod{}
-		ix[key] = members
-	}
-	members[pod.UID] = pod
+// Each pod is filed under the gang it named when last seen, so that a pod
+// relabelled into another gang, or out of any, leaves its old gang at once,
+// and a deleted pod is found whatever its last labels said.
+type gangIndex struct {
+	members map[gang.Key]map[types.UID]*corev1.Pod
+	keyOf   map[types.UID]gang.Key
 }
 
-func (ix gangIndex) remove(pod *corev1.Pod) {
+func newGangIndex() gangIndex {
+	return gangIndex{members: map[gang.Key]map[types.UID]*corev1.Pod{}, keyOf: map[types.UID]gang.Key{}}
+}
+
+// update files pod under the gang it names now. It returns the gang it was
+// filed under before, when that was another one or it left every gang.
+func (ix gangIndex) update(pod *corev1.Pod) (left gang.Key, moved bool) {
 	key, ok := gang.RefOf(pod)
+	if !ok || pod.DeletionTimestamp != nil || resources.PodFinished(pod) {
+		return ix.remove(pod.UID)
+	}
+	if was, filed := ix.keyOf[pod.UID]; filed && was != key {
+		left, moved = ix.remove(pod.UID)
+	}
+	members := ix.members[key]
+	if members == nil {
+		members = map[types.UID]*corev1.Pod{}
+		ix.members[key] = members
+	}
+	members[pod.UID] = pod
+	ix.keyOf[pod.UID] = key
+	return left, moved
+}
+
+// remove takes the pod of uid out of the gang it is filed under, and returns
+// that gang.
+func (ix gangIndex) remove(uid types.UID) (gang.Key, bool) {
+	key, ok := ix.keyOf[uid]
 	if !ok {
-		return
+		return gang.Key{}, false
 	}
-	delete(ix[key], pod.UID)
-	if len(ix[key]) == 0 {
-		delete(ix, key)
+	delete(ix.keyOf, uid)
+	delete(ix.members[key], uid)
+	if len(ix.members[key]) == 0 {
+		delete(ix.members, key)
 	}
+	return key, true
+}
+
+// keyOfPod is the gang the pod of uid is filed under.
+func (ix gangIndex) keyOfPod(uid types.UID) (gang.Key, bool) {
+	key, ok := ix.keyOf[uid]
+	return key, ok
+}
+
+// has says whether gang key has a live pod.
+func (ix gangIndex) has(key gang.Key) bool { return len(ix.members[key]) > 0 }
+
+// size is how many live pods gang key has.
+func (ix gangIndex) size(key gang.Key) int { return len(ix.members[key]) }
+
+// filed says whether the pod of uid is filed under gang key.
+func (ix gangIndex) filed(key gang.Key, uid types.UID) bool {
+	_, ok := ix.members[key][uid]
+	return ok
 }
 
 // pods are the gang's pods in no particular order (gang.Members orders them).
 func (ix gangIndex) pods(key gang.Key) []*corev1.Pod {
-	out := make([]*corev1.Pod, 0, len(ix[key]))
-	for _, p := range ix[key] {
+	out := make([]*corev1.Pod, 0, len(ix.members[key]))
+	for _, p := range ix.members[key] {
 		out = append(out, p)
 	}
 	return out
@@ -77,10 +115,13 @@ func (ix gangIndex) pods(key gang.Key) []*corev1.Pod {
 
 // followGangLocked keeps the gang index and reservations in step with a pod
 // the informer delivered: a reserved member seen bound counts as bound, and
-// the reservation ends once MinCount members are.
+// the reservation ends once MinCount members are. A pod that left its gang
+// (relabelled, finished, being deleted) leaves it here too.
 func (c *quotaCache) followGangLocked(pod *corev1.Pod) {
-	c.gangPods.update(pod)
-	key, ok := gang.RefOf(pod)
+	if left, moved := c.gangPods.update(pod); moved {
+		c.leaveGangLocked(left, pod.UID)
+	}
+	key, ok := c.gangPods.keyOfPod(pod.UID)
 	if !ok {
 		return
 	}
@@ -89,71 +130,117 @@ func (c *quotaCache) followGangLocked(pod *corev1.Pod) {
 	if r == nil {
 		return
 	}
-	switch {
-	case pod.DeletionTimestamp != nil || resources.PodFinished(pod):
-		r.reserved.Delete(pod.UID)
-		r.bound.Delete(pod.UID)
-	case pod.Spec.NodeName != "":
+	if pod.Spec.NodeName != "" {
 		r.reserved.Delete(pod.UID)
 		r.bound.Insert(pod.UID)
 	}
 	c.settleReservationLocked(r)
 }
 
-// forgetGangPodLocked drops a deleted pod from its gang.
+// forgetGangPodLocked drops a deleted pod from the gang it was filed under,
+// whatever its last labels say.
 func (c *quotaCache) forgetGangPodLocked(pod *corev1.Pod) {
-	c.gangPods.remove(pod)
-	key, ok := gang.RefOf(pod)
-	if !ok {
-		return
+	if key, ok := c.gangPods.remove(pod.UID); ok {
+		c.leaveGangLocked(key, pod.UID)
 	}
+}
+
+// leaveGangLocked forgets the pod of uid as a member of gang key. A gang
+// with no live pod left is forgotten whole: its refusal and its report of
+// never fitting go with it.
+func (c *quotaCache) leaveGangLocked(key gang.Key, uid types.UID) {
 	delete(c.gangAsked, key)
 	if r := c.reservations[key]; r != nil {
-		r.reserved.Delete(pod.UID)
-		r.bound.Delete(pod.UID)
+		r.reserved.Delete(uid)
+		r.bound.Delete(uid)
 		c.settleReservationLocked(r)
+	}
+	if !c.gangPods.has(key) {
+		delete(c.gangRefusals, key)
+		delete(c.gangsNever, key)
 	}
 }
 
 // settleReservationLocked ends a reservation whose gang is wholly bound, or
 // that no member holds any more.
 func (c *quotaCache) settleReservationLocked(r *reservation) {
-	if r.bound.Len() >= int(r.minCount) || r.reserved.Len()+r.bound.Len() == 0 {
-		c.endReservationLocked(r.key)
+	switch {
+	case r.bound.Len() >= int(r.minCount):
+		c.endReservationLocked(r.key, true)
+	case r.reserved.Len()+r.bound.Len() == 0:
+		c.endReservationLocked(r.key, false)
 	}
 }
 
-func (c *quotaCache) endReservationLocked(key gang.Key) {
-	if _, ok := c.reservations[key]; !ok {
+// endReservationLocked releases a reservation. The reclaim holds it took
+// over end with it once the gang is placed; otherwise they are charged
+// again, as they were before the gang was reserved: the reclaims are still
+// owed to the gang.
+func (c *quotaCache) endReservationLocked(key gang.Key, placed bool) {
+	r, ok := c.reservations[key]
+	if !ok {
 		return
 	}
 	delete(c.reservations, key)
-	if c.tree != nil {
-		c.releaseLocked(reservationUID(key))
+	if c.tree == nil {
+		return
+	}
+	c.releaseLocked(reservationUID(key))
+	for _, preemptor := range r.heldFor {
+		h := c.holds[preemptor]
+		if h == nil || !h.inReservation {
+			continue // ended meanwhile
+		}
+		h.inReservation = false
+		if placed {
+			c.endHoldLocked(preemptor)
+			continue
+		}
+		h.charged = true
+		c.tree.AddRequests(holdUID(preemptor), h.namespace, h.requests)
 	}
 }
 
 // reserveMemberLocked charges a member of an admitted gang. The first member
 // opens the reservation for the whole gang (whole, this member included);
 // each member takes its own requests out of it.
-func (c *quotaCache) reserveMemberLocked(pod *corev1.Pod, key gang.Key, minCount int32, whole, requests corev1.ResourceList) {
+func (c *quotaCache) reserveMemberLocked(pod *corev1.Pod, key gang.Key, minCount int32, whole corev1.ResourceList, s *stateData) {
 	r := c.reservations[key]
 	if r == nil {
 		r = &reservation{key: key, minCount: minCount, namespace: pod.Namespace, remaining: whole,
 			reserved: sets.New[types.UID](), bound: sets.New[types.UID]()}
 		c.reservations[key] = r
-		// The reservation takes over the room reclaims held for the gang.
-		for preemptor, h := range c.holds {
-			if h.gang == key {
-				c.endHoldLocked(preemptor)
-			}
-		}
+		// whole was admitted with the gang's holds counted as room for
+		// it: the reservation takes their place.
+		c.takeOverHoldsLocked(r, false)
+	} else {
+		// A hold made since for one member is room for the gang too, and
+		// the member reserved now may have been admitted on it: it joins
+		// the reservation, so that its room is charged once.
+		c.takeOverHoldsLocked(r, true)
 	}
 	delete(c.gangAsked, key)
-	r.remaining = subtractFloored(r.remaining, requests)
+	r.remaining = subtractFloored(r.remaining, s.request.Requests())
 	r.reserved.Insert(pod.UID)
 	c.tree.AddRequests(reservationUID(key), r.namespace, r.remaining)
-	c.reserveLocked(pod, requests)
+	c.reserveLocked(pod, s)
+}
+
+// takeOverHoldsLocked moves the charged reclaim holds of r's gang into r:
+// their charges are released and r keeps them, to put back if the gang is
+// not placed. With grow, r also keeps their room for the gang's members.
+func (c *quotaCache) takeOverHoldsLocked(r *reservation, grow bool) {
+	for preemptor, h := range c.holds {
+		if h.gang != r.key || !h.charged {
+			continue
+		}
+		c.releaseLocked(holdUID(preemptor))
+		h.charged, h.inReservation = false, true
+		r.heldFor = append(r.heldFor, preemptor)
+		if grow {
+			r.remaining = addLists(r.remaining, h.requests)
+		}
+	}
 }
 
 // unreserveMemberLocked undoes reserveMemberLocked for a member whose binding
@@ -161,8 +248,11 @@ func (c *quotaCache) reserveMemberLocked(pod *corev1.Pod, key gang.Key, minCount
 // reservation while other members hold it, and the reservation ends with the
 // last of them. It returns the other members still reserved, which the
 // caller rejects: a gang that lost a member before it was whole waits whole
-// again rather than holding quota for part of itself.
-func (c *quotaCache) unreserveMemberLocked(pod *corev1.Pod) gangRelease {
+// again rather than holding quota for part of itself. tentative says the
+// member was reserved by a pod group cycle that is being undone, not by a
+// binding: the other members are not waiting anywhere, and nothing outside
+// the cycle saw the quota held.
+func (c *quotaCache) unreserveMemberLocked(pod *corev1.Pod, tentative bool) gangRelease {
 	key, ok := gang.RefOf(pod)
 	if !ok {
 		return gangRelease{}
@@ -174,12 +264,15 @@ func (c *quotaCache) unreserveMemberLocked(pod *corev1.Pod) gangRelease {
 	}
 	r.reserved.Delete(pod.UID)
 	if r.reserved.Len()+r.bound.Len() == 0 {
-		c.endReservationLocked(key)
-		return gangRelease{activate: c.refusedGangPodsLocked()}
+		c.endReservationLocked(key, false)
+		if tentative {
+			return gangRelease{}
+		}
+		return gangRelease{activate: c.admittedRefusedGangPodsLocked()}
 	}
 	r.remaining = addLists(r.remaining, c.requestLocked(pod).Requests())
 	c.tree.AddRequests(reservationUID(key), r.namespace, r.remaining)
-	if r.bound.Len() > 0 {
+	if r.bound.Len() > 0 || tentative {
 		// Part of the gang already runs: the rest waits for this member.
 		return gangRelease{}
 	}
@@ -188,19 +281,33 @@ func (c *quotaCache) unreserveMemberLocked(pod *corev1.Pod) gangRelease {
 
 // gangRelease is what the plugin does after a member left a reservation:
 // reject the gang's other members waiting at Permit, or, once the
-// reservation ended, move the pods of the gangs quota refused back to the
-// active queue. No cluster event says the quota came free.
+// reservation ended, move the pods of the gangs quota refused that the freed
+// quota admits back to the active queue. No cluster event says the quota came
+// free.
 type gangRelease struct {
 	reject   []types.UID
 	activate map[string]*corev1.Pod
 }
 
-// refusedGangPodsLocked are the pending pods of the gangs PreFilter last
-// refused, by namespace/name.
-func (c *quotaCache) refusedGangPodsLocked() map[string]*corev1.Pod {
+// admittedRefusedGangPodsLocked are the pending pods of the gangs PreFilter
+// last refused that their quota admits now, by namespace/name.
+func (c *quotaCache) admittedRefusedGangPodsLocked() map[string]*corev1.Pod {
 	out := map[string]*corev1.Pod{}
 	for key := range c.gangRefusals {
-		for _, p := range c.gangPods[key] {
+		pods := c.gangPods.pods(key)
+		admitted := false
+		for _, p := range pods {
+			if p.Spec.NodeName == "" {
+				if _, v, err := c.admitPendingLocked(p, c.requestLocked(p)); err == nil && v.Admitted() {
+					admitted = true
+				}
+				break // the gang asks as any one of its pending pods
+			}
+		}
+		if !admitted {
+			continue
+		}
+		for _, p := range pods {
 			if p.Spec.NodeName == "" {
 				out[p.Namespace+"/"+p.Name] = p
 			}

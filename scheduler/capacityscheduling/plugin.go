@@ -12,7 +12,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -61,8 +60,6 @@ type Plugin struct {
 	reclaimer         *preemption.Evaluator
 	preemptor         *preemption.Evaluator
 	defaultPreemption *defaultpreemption.DefaultPreemption
-	// podGroup looks Workload API PodGroups up; nil where the API is off.
-	podGroup func(namespace, name string) (*schedulingapi.PodGroup, bool)
 }
 
 var (
@@ -114,12 +111,12 @@ func newPlugin(ctx context.Context, h fwk.Handle, args Args, trees, flavors cach
 	logger := klog.FromContext(ctx).WithName(Name)
 	podInformer := h.SharedInformerFactory().Core().V1().Pods()
 	p := &Plugin{
-		handle:   h,
-		args:     args,
-		cache:    newQuotaCache(podInformer.Lister(), clk, args.ReclaimHoldDuration.Duration),
-		trees:    trees,
-		podGroup: podGroupLister(h),
+		handle: h,
+		args:   args,
+		cache:  newQuotaCache(podInformer.Lister(), clk, args.ReclaimHoldDuration.Duration),
+		trees:  trees,
 	}
+	p.cache.podGroup = podGroupLister(h)
 	if *args.WriteStatus {
 		p.cache.exportMetrics()
 	}
@@ -195,6 +192,9 @@ type stateData struct {
 	// gangBlocked when the pod's gang cannot be read, or waits for pods.
 	gang        *gangAsk
 	gangBlocked bool
+	// seen is what the cache computed for the pod PreFilter saw, which
+	// Reserve charges: it is handed a copy of that pod.
+	seen podRequests
 }
 
 // Clone shares everything: nothing in the state changes after PreFilter but the
@@ -234,6 +234,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 	var request elastic.Request
 	var verdict elastic.Verdict
 	var ask *gangAsk
+	var seen podRequests
 	var gangErr error
 	var message string
 	firstNever := false
@@ -252,18 +253,22 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 			p.cache.mu.Unlock()
 			return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "quota cannot charge the pod's devices: "+err.Error())
 		}
-		ask, verdict, gangErr = p.admitGangLocked(pod, request)
+		seen = p.cache.requests[pod.UID]
+		ask, verdict, gangErr = p.cache.admitPendingLocked(pod, request)
+		// A reclaim's trial admits a gang as if the victims were gone: it
+		// stays refused, and counts as neither admitted nor refused.
+		trial := ask != nil && p.cache.trial.covers(ask.key)
 		switch {
-		case gangErr != nil:
-		case ask == nil:
-			verdict = p.cache.admitLocked(pod, request)
+		case gangErr != nil, ask == nil, trial:
 		case !verdict.Admitted():
 			message = gangRefusal(ask, verdict)
 			firstNever = p.cache.noteGangRefusalLocked(ask, message)
 		default:
 			delete(p.cache.gangRefusals, ask.key)
 		}
-		p.cache.decidedLocked(pod.UID, verdict)
+		if !trial {
+			p.cache.decidedLocked(pod.UID, verdict)
+		}
 	}
 	flavor := leaf.ResourceFlavor()
 	flavorLabels, flavorFound := p.cache.flavors[flavor]
@@ -273,7 +278,7 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		state.Write(stateKey, &stateData{request: request, gangBlocked: true})
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, gangErr.Error())
 	}
-	state.Write(stateKey, &stateData{request: request, verdict: verdict, flavor: flavor, flavorLabels: flavorLabels, gang: ask})
+	state.Write(stateKey, &stateData{request: request, verdict: verdict, flavor: flavor, flavorLabels: flavorLabels, gang: ask, seen: seen})
 	if firstNever {
 		if recorder := p.handle.EventRecorder(); recorder != nil {
 			recorder.Eventf(pod, nil, corev1.EventTypeWarning, eventReasonGangNeverFits, "Scheduling", "%s", message)
@@ -330,16 +335,21 @@ func (p *Plugin) Reserve(_ context.Context, state fwk.CycleState, pod *corev1.Po
 	if p.cache.tree == nil {
 		return nil
 	}
+	if p.cache.trial.reserve(pod) {
+		return nil
+	}
 	if s.gang != nil {
 		return p.reserveGangLocked(pod, s)
 	}
 	return p.reserveAloneLocked(pod, s)
 }
 
-// Unreserve releases what Reserve charged when binding fails. A preemptor's
-// hold survives it: the reclaim is still owed to the pod.
-func (p *Plugin) Unreserve(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
-	p.unreserveGang(ctx, pod, p.cache.unreserve(pod))
+// Unreserve releases what Reserve charged when binding fails, or when a pod
+// group cycle is undone: kube-scheduler reserves every pod of a group,
+// reverts them all, then reserves them again for binding. A preemptor's hold
+// survives it: the reclaim is still owed to the pod.
+func (p *Plugin) Unreserve(ctx context.Context, state fwk.CycleState, pod *corev1.Pod, _ string) {
+	p.unreserveGang(ctx, pod, p.cache.unreserve(pod, inPodGroupCycle(state)))
 }
 
 // PreEnqueue keeps a preemptor out of the queue while the API calls of its

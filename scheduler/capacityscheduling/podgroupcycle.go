@@ -37,6 +37,14 @@ func markPodGroupReached(state fwk.CycleState) {
 	}
 }
 
+// inPodGroupCycle says that state is a pod's within a pod group's scheduling
+// cycle, whose reservations are tentative: kube-scheduler reverts them all
+// once the group is placed (or fails), and reserves the placed pods again, in
+// a state of their own, for binding.
+func inPodGroupCycle(state fwk.CycleState) bool {
+	return state != nil && state.GetPodGroupSchedulingCycle() != nil
+}
+
 // unresolvedBeforePreFilter is the status of a pod group cycle in which no
 // pod reached this plugin's PreFilter, or nil when one did.
 func unresolvedBeforePreFilter(state fwk.PodGroupCycleState, pgInfo fwk.PodGroupInfo) *fwk.Status {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -25,10 +26,36 @@ import (
 // the cycle state the placement computed for it.
 
 // reclaimTrial is a gang placed as if a reclaim's victims were gone: while it
-// is set, the gang's members are admitted against Tree.Without(victims).
+// is set, the gang's members are admitted against Tree.Without(victims). The
+// placement reserves each member and reverts them all, as a pod group cycle
+// does; none of that may charge the tree, end a hold or requeue anyone, so
+// its Reserve only notes the member and its Unreserve only forgets it.
 type reclaimTrial struct {
-	gang    gang.Key
-	victims []types.UID
+	gang     gang.Key
+	victims  []types.UID
+	reserved sets.Set[types.UID]
+}
+
+// covers says whether gang key is on trial.
+func (t *reclaimTrial) covers(key gang.Key) bool { return t != nil && t.gang == key }
+
+// reserve notes pod as reserved by the trial when its gang is on trial.
+func (t *reclaimTrial) reserve(pod *corev1.Pod) bool {
+	key, ok := gang.RefOf(pod)
+	if !ok || !t.covers(key) {
+		return false
+	}
+	t.reserved.Insert(pod.UID)
+	return true
+}
+
+// unreserve forgets a pod the trial reserved, and says whether it was one.
+func (t *reclaimTrial) unreserve(uid types.UID) bool {
+	if t == nil || !t.reserved.Has(uid) {
+		return false
+	}
+	t.reserved.Delete(uid)
+	return true
 }
 
 // reclaimForPodGroup reclaims quota for a gang of a Workload API PodGroup its
@@ -50,7 +77,7 @@ func (p *Plugin) reclaimForPodGroup(ctx context.Context, key gang.Key, pgInfo fw
 		return nil, fwk.NewStatus(fwk.Unschedulable, "reclaim: no ElasticQuotaTree in force")
 	}
 	leaf, _ := c.tree.LeafFor(key.Namespace)
-	g, isGang, err := gang.Of(first, p.podGroup)
+	g, isGang, err := gang.Of(first, c.podGroup)
 	var whole corev1.ResourceList
 	reserved := c.reservations[key] != nil
 	if err == nil && isGang && !reserved {
@@ -143,7 +170,7 @@ func (p *Plugin) placeWithout(ctx context.Context, key gang.Key, victims []*core
 		}
 	}
 	p.cache.mu.Lock()
-	p.cache.trial = &reclaimTrial{gang: key, victims: uids}
+	p.cache.trial = &reclaimTrial{gang: key, victims: uids, reserved: sets.New[types.UID]()}
 	p.cache.mu.Unlock()
 	defer func() {
 		p.cache.mu.Lock()
