@@ -15,10 +15,11 @@ import (
 	"github.com/quotascale/quotascale/quota/gang"
 )
 
-// TestGangCappedNamesGangQuotaAndResource: a gang the quota's headroom left
-// without nodes is counted under the quota, the resource and the gang; a
-// group whose headroom no quota held back counts nothing.
-func TestGangCappedNamesGangQuotaAndResource(t *testing.T) {
+// TestGangCappedCountsByQuotaAndResource: a gang the quota's headroom left
+// without nodes is counted under the quota and the resource, with no series
+// of its own that would outlive it; a group whose headroom no quota held
+// back counts nothing.
+func TestGangCappedCountsByQuotaAndResource(t *testing.T) {
 	quota := seedQuota("8")
 	reg := prometheus.NewRegistry()
 	p, err := New(Options{Enabled: true}, func() ([]*autoscalingv1beta1.CapacityQuota, error) {
@@ -50,9 +51,9 @@ func TestGangCappedNamesGangQuotaAndResource(t *testing.T) {
 	}
 	p.GangCapped(ctx, lc, free, train)
 	want := `
-# HELP quotascale_capacity_quota_gang_scale_up_skipped_total Gangs given no node of a node group because a CapacityQuota allowed fewer nodes than the gang needs, by gang (namespace/name) and resource.
+# HELP quotascale_capacity_quota_gang_scale_up_skipped_total Gangs given no node of a node group because a CapacityQuota allowed fewer nodes than the gang needs, by quota and resource.
 # TYPE quotascale_capacity_quota_gang_scale_up_skipped_total counter
-quotascale_capacity_quota_gang_scale_up_skipped_total{gang="ml/train",quota="test-capacityquota",resource="cpu"} 1
+quotascale_capacity_quota_gang_scale_up_skipped_total{quota="test-capacityquota",resource="cpu"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "quotascale_capacity_quota_gang_scale_up_skipped_total"); err != nil {
 		t.Error(err)

@@ -39,8 +39,8 @@ func NewMetrics(reg prometheus.Registerer, skipped *prometheus.CounterVec) *Metr
 		}, []string{"quota", "resource", "node_group"}),
 		gangSkippedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "quotascale", Subsystem: "capacity_quota", Name: "gang_scale_up_skipped_total",
-			Help: "Gangs given no node of a node group because a CapacityQuota allowed fewer nodes than the gang needs, by gang (namespace/name) and resource.",
-		}, []string{"quota", "resource", "gang"}),
+			Help: "Gangs given no node of a node group because a CapacityQuota allowed fewer nodes than the gang needs, by quota and resource.",
+		}, []string{"quota", "resource"}),
 		skipped: skipped,
 	}
 	reg.MustRegister(m.limit, m.used, m.upcoming, m.valid, m.blockedTotal, m.gangSkippedTotal)

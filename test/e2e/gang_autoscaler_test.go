@@ -101,7 +101,7 @@ spec:
 		t.Errorf("the visibility log names no gang %s:\n%s", gangRef, raw)
 	}
 	if got := counterValue(t, a, "quotascale_capacity_quota_gang_scale_up_skipped_total",
-		map[string]string{"quota": quotaName, "resource": "cpu", "gang": e.ns + "/train"}); got < 1 {
+		map[string]string{"quota": quotaName, "resource": "cpu"}); got < 1 {
 		t.Errorf("gang_scale_up_skipped_total for the gang under %s = %v, want at least 1", quotaName, got)
 	}
 	if err := unmoved(ctx); err != nil {
