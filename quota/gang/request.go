@@ -169,7 +169,13 @@ func Outstanding(g Gang, members []*corev1.Pod, charged func(*corev1.Pod) bool, 
 	if s.Whole() {
 		return nil, 0, false
 	}
-	g.MinCount = int32(len(s.Unit) + s.Missing)
-	request, standIns = Request(g, s.Unit, pod, charger)
+	request, standIns = s.Request(g.Key, pod, charger)
 	return request, standIns, true
+}
+
+// Request is what the unit asks of its quota, with pod standing in for each
+// member missing, as Request counts a gang's first members; the second
+// result is the number of stand-ins.
+func (s Split) Request(key Key, pod *corev1.Pod, charger Charger) (corev1.ResourceList, int) {
+	return Request(Gang{Key: key, MinCount: int32(len(s.Unit) + s.Missing)}, s.Unit, pod, charger)
 }
