@@ -12,8 +12,9 @@ import (
 )
 
 // The scheduler's CapacityScheduling admits a gang for its first MinCount
-// members, together: the first of them asks for what that unit still needs
-// (gang.Outstanding), and it runs whole or not at all. Each member past the
+// members, together: the first of its pods to reach PreFilter asks for what
+// that unit still needs (gang.Outstanding), and the unit runs whole or not at
+// all. Each member past the
 // unit is judged alone, like a pod of no gang, once the gang is admitted. So
 // a gang the tree will not admit gets no node for any of its pods, a gang it
 // admits is charged once for its unit, and a member past the unit gets a node
