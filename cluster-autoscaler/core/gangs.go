@@ -12,33 +12,42 @@ import (
 	"github.com/quotascale/quotascale/cluster-autoscaler/clusterstate"
 	"github.com/quotascale/quotascale/cluster-autoscaler/estimator"
 	"github.com/quotascale/quotascale/processors"
+	"github.com/quotascale/quotascale/quota/elastic"
 	"github.com/quotascale/quotascale/quota/gang"
 )
 
 // A gang's pods are useless alone: kube-scheduler holds them at Permit until
-// the gang's minimum is placed. So a scale-up takes a gang as one unit: an
-// option for a node group places all the pods the gang still needs, on the
-// free room of existing and upcoming nodes and on new nodes of that group, or
-// adds no node for the gang at all. Pods of no gang are estimated first and
+// the gang's minimum is placed. So a scale-up takes a gang's unit, the pods
+// the tree admits as one (gang.SplitMembers: its first MinCount members less
+// those bound), together: an option for a node group places all of them, on
+// the free room of existing and upcoming nodes and on new nodes of that
+// group, or adds no node for the gang at all. A member past the unit is a pod
+// like any other once the unit is placed (the ElasticQuotaTree processor
+// judged it alone), and gets no node while the unit gets none: the scheduler
+// admits no member before the gang. Pods of no gang are estimated first and
 // exactly as before, so gangs change nothing for them.
 
 // gangUnit is a gang with pods waiting for a node in this loop.
 type gangUnit struct {
 	gang gang.Gang
-	// pods are the gang's live members not bound to a node, whether or not
-	// the scheduler has marked them unschedulable yet: all of them need a
-	// place for the gang to start.
+	// pods are the gang's unit: its first members not bound to a node, as
+	// many as its minimum less its members bound, whether or not the
+	// scheduler has marked them unschedulable yet: all of them need a place
+	// for the gang to start.
 	pods []*corev1.Pod
-	// need is how many of pods must be placed: the gang's minimum less its
-	// members bound already, less those placed on free room in this loop.
+	// need is how many of pods are still to be placed: all of them, less
+	// those placed on free room in this loop.
 	need int
 }
 
 // gangsOf finds the gangs of the pending pods. It returns the pods to
-// simulate (pending, and the gangs' other members not bound yet), the gangs
-// by key, and the pods of gangs no scale-up can help: a gang that cannot be
-// read (bad labels, a PodGroup that does not exist) or has fewer pods than
-// its minimum, which kube-scheduler does not try to place.
+// simulate (pending, and the members of the gangs' units not pending yet),
+// the gangs by key, and the pods of gangs no scale-up can help: a gang that
+// cannot be read (bad labels, a PodGroup that does not exist) or has fewer
+// pods than its minimum, which kube-scheduler does not try to place. A
+// pending member past its gang's unit stays among the pods to simulate; a
+// member past it that is not pending (the ElasticQuotaTree refused it, or
+// the scheduler has not tried it) is not added.
 func (a *Autoscaler) gangsOf(ctx context.Context, pending []*corev1.Pod) ([]*corev1.Pod, map[gang.Key]*gangUnit, []processors.RefusedPod, error) {
 	waiting := map[gang.Key][]*corev1.Pod{}
 	var keys []gang.Key
@@ -109,9 +118,10 @@ func unitGang(u *gangUnit) *gang.Gang {
 	return &u.gang
 }
 
-// gangUnit reads the gang of key from sample, one of its pending pods. It
-// returns nil and no reason when the pods are to be scaled up for one by one:
-// a PodGroup of the basic policy, or a gang whose minimum is bound already.
+// gangUnit reads the gang of key from sample, one of its pending pods, and
+// splits its members as the tree admits them. It returns nil and no reason
+// when the pods are to be scaled up for one by one: a PodGroup of the basic
+// policy, or a gang whose minimum is bound already.
 func (a *Autoscaler) gangUnit(key gang.Key, sample *corev1.Pod, members []*corev1.Pod) (*gangUnit, string) {
 	g, isGang, err := gang.Of(sample, a.PodGroups)
 	if err != nil {
@@ -120,18 +130,12 @@ func (a *Autoscaler) gangUnit(key gang.Key, sample *corev1.Pod, members []*corev
 	if !isGang {
 		return nil, ""
 	}
-	u := &gangUnit{gang: g, need: int(g.MinCount)}
-	for _, m := range members {
-		if m.Spec.NodeName != "" {
-			u.need--
-		} else {
-			u.pods = append(u.pods, m)
-		}
-	}
-	if u.need <= 0 {
+	split := gang.SplitMembers(g, members, elastic.Charged)
+	if split.Whole() {
 		return nil, ""
 	}
-	if len(u.pods) < u.need {
+	u := &gangUnit{gang: g, pods: split.Unit, need: len(split.Unit)}
+	if split.Missing > 0 {
 		return u, fmt.Sprintf("gang %s has %d of its %d pods", key, len(members), g.MinCount)
 	}
 	return u, ""
@@ -151,22 +155,60 @@ func withoutRefused(pods []*corev1.Pod, refused []processors.RefusedPod) []*core
 	return kept
 }
 
-// assignGangs marks each equivalence group with its gang and orders the
-// groups of no gang first: they take free room as they would without gangs.
+// assignGangs marks each equivalence group with its gang, splitting off the
+// members past the gang's unit into a group of their own, and orders the
+// groups of no gang first, then the units, then the members past them: the
+// groups of no gang take free room as they would without gangs, and a member
+// past its unit takes none the unit needs.
 func assignGangs(groups []*podGroup, units map[gang.Key]*gangUnit) []*podGroup {
 	if len(units) == 0 {
 		return groups
 	}
-	var loose, ganged []*podGroup
+	var loose, ganged, past []*podGroup
 	for _, g := range groups {
-		if k, ok := gang.RefOf(g.sample()); ok && units[k] != nil {
-			g.gang = units[k]
-			ganged = append(ganged, g)
+		k, ok := gang.RefOf(g.sample())
+		u := units[k]
+		if !ok || u == nil {
+			loose = append(loose, g)
 			continue
 		}
-		loose = append(loose, g)
+		inUnit, beyond := splitGroup(g, u)
+		if inUnit != nil {
+			ganged = append(ganged, inUnit)
+		}
+		if beyond != nil {
+			past = append(past, beyond)
+		}
 	}
-	return append(loose, ganged...)
+	out := append(loose, ganged...)
+	out = append(out, past...)
+	for i, g := range out {
+		g.id = i
+	}
+	return out
+}
+
+// splitGroup splits an equivalence group of gang unit u's pods into its pods
+// in the unit and those past it; either is nil when it has none.
+func splitGroup(g *podGroup, u *gangUnit) (inUnit, past *podGroup) {
+	unit := make(map[*corev1.Pod]bool, len(u.pods))
+	for _, p := range u.pods {
+		unit[p] = true
+	}
+	for _, p := range g.pods {
+		if unit[p] {
+			if inUnit == nil {
+				inUnit = &podGroup{gang: u}
+			}
+			inUnit.pods = append(inUnit.pods, p)
+			continue
+		}
+		if past == nil {
+			past = &podGroup{pastOf: u}
+		}
+		past.pods = append(past.pods, p)
+	}
+	return inUnit, past
 }
 
 // placedOnFreeRoom lowers each gang's need by its pods that free room took,
@@ -191,9 +233,11 @@ func placedOnFreeRoom(placed, remaining []*podGroup) {
 }
 
 // estimatePods splits the prepared pods of the passing equivalence groups
-// into those of no gang and the gangs this node group could take whole. A
-// gang with an equivalence group the template rejects is rejected whole, with
-// that group's reasons.
+// into those of no gang and the gangs this node group could take whole, with
+// the members past each gang's unit. A gang with an equivalence group the
+// template rejects is rejected whole, with that group's reasons, and so are
+// the members past its unit. Members past a unit placed wholly on free room
+// are pods of no gang.
 func (r *scaleUpRound) estimatePods(id string, passing []int) ([]estimator.Pod, []estimator.Gang, []*gangUnit) {
 	passes := map[int]bool{}
 	for _, i := range passing {
@@ -213,7 +257,9 @@ func (r *scaleUpRound) estimatePods(id string, passing []int) ([]estimator.Pod, 
 		u := r.groups[i].gang
 		switch {
 		case u == nil:
-			loose = append(loose, r.prepared[i]...)
+			if r.groups[i].pastOf == nil {
+				loose = append(loose, r.prepared[i]...)
+			}
 		case rejected[u] != nil:
 			r.info[i].Rejected[id] = rejected[u]
 		default:
@@ -221,18 +267,32 @@ func (r *scaleUpRound) estimatePods(id string, passing []int) ([]estimator.Pod, 
 			if !ok {
 				j = len(gangs)
 				at[u] = j
-				gangs = append(gangs, estimator.Gang{Need: u.need})
+				gangs = append(gangs, estimator.Gang{})
 				units = append(units, u)
 			}
 			gangs[j].Pods = append(gangs[j].Pods, r.prepared[i]...)
+		}
+	}
+	for _, i := range passing {
+		u := r.groups[i].pastOf
+		j, estimated := at[u]
+		switch {
+		case u == nil:
+		case estimated:
+			gangs[j].Past = append(gangs[j].Past, r.prepared[i]...)
+		case rejected[u] != nil:
+			r.info[i].Rejected[id] = rejected[u]
+		case u.need <= 0:
+			loose = append(loose, r.prepared[i]...)
 		}
 	}
 	return loose, gangs, units
 }
 
 // gangsLeftOut marks the equivalence groups of each gang the estimate left
-// out as skipped by the node group, for what held the group's limit below
-// what the gang needs, and tells the limiters that capped it.
+// out, and those of the members past its unit, as skipped by the node group,
+// for what held the group's limit below what the gang needs, and tells the
+// limiters that capped it.
 func (a *Autoscaler) gangsLeftOut(ctx context.Context, r *scaleUpRound, gs *clusterstate.GroupState, units []*gangUnit,
 	results []estimator.GangResult, capped []processors.Reason) {
 	id := gs.Group.Id()
@@ -256,7 +316,7 @@ func (a *Autoscaler) gangsLeftOut(ctx context.Context, r *scaleUpRound, gs *clus
 			}
 		}
 		for i, g := range r.groups {
-			if g.gang == u {
+			if g.gang == u || g.pastOf == u {
 				r.info[i].Skipped[id] = reasons
 			}
 		}

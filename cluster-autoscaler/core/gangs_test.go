@@ -16,9 +16,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	autoscalingv1beta1 "github.com/quotascale/quotascale/apis/autoscaling/v1beta1"
+	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/cloudprovider"
 	"github.com/quotascale/quotascale/processors"
 	"github.com/quotascale/quotascale/processors/capacityquota"
+	"github.com/quotascale/quotascale/processors/elasticquota"
 	"github.com/quotascale/quotascale/quota/gang"
 )
 
@@ -37,14 +39,18 @@ func ackGang(p *corev1.Pod, name string, minAvailable int) *corev1.Pod {
 
 func TestGangScaleUp(t *testing.T) {
 	const quotaReason = `exceeded quota: "CapacityQuota/pool", resources: cpu`
+	const leafReason = `exceeded elastic quota: "ElasticQuotaTree/root.ns", resources: cpu`
 	pending := func(name string) *corev1.Pod { return testPod("ns", name, "job", "3500m", "") }
-	gangOf := func(n, minAvailable int) []*corev1.Pod {
+	gangOfCPU := func(n, minAvailable int, cpu string) []*corev1.Pod {
 		var out []*corev1.Pod
 		for i := 0; i < n; i++ {
-			out = append(out, ackGang(pending(fmt.Sprintf("train-%d", i)), "train", minAvailable))
+			p := ackGang(testPod("ns", fmt.Sprintf("train-%d", i), "job", cpu, ""), "train", minAvailable)
+			p.Spec.SchedulerName = treeScheduler
+			out = append(out, p)
 		}
 		return out
 	}
+	gangOf := func(n, minAvailable int) []*corev1.Pod { return gangOfCPU(n, minAvailable, "3500m") }
 	// A node of the group with 4 cpu free: room for one 3500m pod.
 	free := node("node-free", "pool", "4", "16Gi")
 	for _, tc := range []struct {
@@ -52,7 +58,10 @@ func TestGangScaleUp(t *testing.T) {
 		pods     []*corev1.Pod
 		nodes    []*corev1.Node
 		quotaCPU string // "" is no quota
-		max      int
+		// leafCPU is the max of the ElasticQuotaTree leaf of namespace
+		// ns, whose processor judges the pods; "" is no tree.
+		leafCPU string
+		max     int
 		// wantTarget is the group's target after the loop, from 0 (or the
 		// nodes given); wantCalls how many IncreaseSize calls made it.
 		wantTarget, wantCalls int
@@ -69,6 +78,11 @@ func TestGangScaleUp(t *testing.T) {
 		{name: "members beyond the minimum need not fit", pods: gangOf(4, 3), quotaCPU: "12", max: 10, wantTarget: 3, wantCalls: 1,
 			wantReason: quotaReason},
 		{name: "a gang short of pods: no node", pods: gangOf(3, 4), max: 10, wantReason: "gang ns/train has 3 of its 4 pods"},
+		{name: "ten of 3 cpu, min 2, in a 6-cpu leaf: nodes for the two the tree admits", pods: gangOfCPU(10, 2, "3"), leafCPU: "6", max: 20,
+			wantTarget: 2, wantCalls: 1, wantReason: leafReason},
+		{name: "ten of 3 cpu, min 2, no tree: the members past min are pods like any other", pods: gangOfCPU(10, 2, "3"), max: 20,
+			wantTarget: 10, wantCalls: 1},
+		{name: "members past min get no node while the gang gets none", pods: gangOf(4, 3), quotaCPU: "8", max: 10, wantReason: quotaReason},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			group := &fakeGroup{id: "pool", max: tc.max, template: node("template-pool", "pool", "4", "16Gi")}
@@ -89,6 +103,9 @@ func TestGangScaleUp(t *testing.T) {
 				limiters = append(limiters, cpuQuota(t, tc.quotaCPU))
 			}
 			a := newTestAutoscaler(t, f, limiters...)
+			if tc.leafCPU != "" {
+				a.PodListProcessors = append(a.PodListProcessors, treeProcessor(tc.leafCPU, f.pods))
+			}
 			rec := &statusRecorder{}
 			a.StatusProcessors = []processors.ScaleUpStatusProcessor{rec}
 			if err := a.RunOnce(context.Background(), time.Unix(1000, 0)); err != nil {
@@ -103,6 +120,27 @@ func TestGangScaleUp(t *testing.T) {
 			}
 		})
 	}
+}
+
+// treeScheduler enforces the ElasticQuotaTree of treeProcessor.
+const treeScheduler = "quotascale-scheduler"
+
+// treeProcessor judges the pods of treeScheduler against a tree whose one
+// leaf, root.ns, holds namespace ns with a max of leafCPU.
+func treeProcessor(leafCPU string, pods corelisters.PodLister) processors.PodListProcessor {
+	cpu := func(q string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(q)}
+	}
+	tree := &schedulingv1beta1.ElasticQuotaTree{
+		ObjectMeta: metav1.ObjectMeta{Name: "elasticquotatree", Namespace: "kube-system", UID: "tree", Generation: 1},
+		Spec: schedulingv1beta1.ElasticQuotaTreeSpec{Root: schedulingv1beta1.ElasticQuotaSpec{
+			Name: "root", Min: cpu("100"), Max: cpu("100"),
+			Children: []schedulingv1beta1.ElasticQuotaSpec{{Name: "root.ns", Namespaces: []string{"ns"}, Min: cpu("0"), Max: cpu(leafCPU)}},
+		}},
+	}
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	_ = store.Add(tree)
+	return elasticquota.New(store, pods, []string{treeScheduler})
 }
 
 func instanceOf(n *corev1.Node) cloudprovider.Instance {

@@ -21,6 +21,9 @@ type podGroup struct {
 	check *simulator.PodCheck
 	// gang is the gang whose pods these are, when they scale up together.
 	gang *gangUnit
+	// pastOf is the gang whose members past its unit these are: pods like
+	// any other once the unit is placed, and placed after it.
+	pastOf *gangUnit
 }
 
 func (g *podGroup) sample() *corev1.Pod { return g.pods[0] }

@@ -78,7 +78,7 @@ func placeOnExisting(ctx context.Context, groups []*podGroup, snapshot *simulato
 			}
 		}
 		if len(left) > 0 {
-			remaining = append(remaining, &podGroup{id: g.id, pods: left, check: g.check, gang: g.gang})
+			remaining = append(remaining, &podGroup{id: g.id, pods: left, check: g.check, gang: g.gang, pastOf: g.pastOf})
 		}
 	}
 	return remaining

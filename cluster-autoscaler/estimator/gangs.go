@@ -14,11 +14,13 @@ import (
 // holds a gang's pods at Permit until enough of them are placed, so nodes for
 // part of a gang stay idle.
 type Gang struct {
+	// Pods are the gang's unit, the members its quota admits as one: all of
+	// them are placed, or none.
 	Pods []Pod
-	// Need is how many of Pods must be placed for any of them to be: the
-	// gang's minimum less its members placed already. The rest are placed
-	// too when they fit.
-	Need int
+	// Past are the gang's members past its unit, which its quota judges one
+	// by one: once the unit is placed, each is placed as a pod of no gang,
+	// where it fits; while the unit is not, none is.
+	Past []Pod
 }
 
 // GangResult is what an estimate did with one gang.
@@ -32,9 +34,11 @@ type GangResult struct {
 // BinpackGangs is Binpack with gangs. The pods of no gang are packed first,
 // exactly as Binpack packs them, so that gangs change nothing for them; then
 // each gang in turn, largest pods first, on the new nodes left room and more
-// new nodes within the limit. A gang whose Need cannot be placed leaves the
-// estimate as it found it: no node, no placement. Result.Gangs says, in the
-// order of gangs, which were placed.
+// new nodes within the limit. A gang whose unit cannot be placed whole
+// leaves the estimate as it found it: no node, no placement, for its members
+// past the unit neither; after a unit placed, those members are packed as
+// pods of no gang. Result.Gangs says, in the order of gangs, which were
+// placed.
 func BinpackGangs(ctx context.Context, snapshot *simulator.Snapshot, pods []Pod, gangs []Gang, newNode NewNode, template fwk.NodeInfo,
 	limit int, maxDuration time.Duration) (Result, error) {
 	snapshot.Fork()
@@ -43,18 +47,11 @@ func BinpackGangs(ctx context.Context, snapshot *simulator.Snapshot, pods []Pod,
 	k.fork(pods)
 	for _, g := range gangs {
 		k.fork(g.Pods)
+		k.fork(g.Past)
 	}
 	var res Result
-	for _, p := range k.bySize(pods) {
-		placed, err := k.place(ctx, p)
-		if err != nil {
-			return Result{}, err
-		}
-		if placed {
-			res.Scheduled = append(res.Scheduled, p.Pod)
-		} else {
-			res.Unscheduled = append(res.Unscheduled, p.Pod)
-		}
+	if err := k.placeEach(ctx, pods, &res); err != nil {
+		return Result{}, err
 	}
 	for _, g := range gangs {
 		gr, err := k.placeGang(ctx, g, &res)
@@ -67,10 +64,12 @@ func BinpackGangs(ctx context.Context, snapshot *simulator.Snapshot, pods []Pod,
 	return res, nil
 }
 
-// placeGang places g whole or not at all, adding its pods to res.
+// placeGang places g's unit whole or not at all, then the members past it
+// one by one, adding its pods to res.
 func (k *packer) placeGang(ctx context.Context, g Gang, res *Result) (GangResult, error) {
 	ordered := k.bySize(g.Pods)
-	placed, _, _, err := k.trial(ctx, ordered, g.Need, k.limit, true)
+	need := len(ordered)
+	placed, _, _, err := k.trial(ctx, ordered, need, k.limit, true)
 	if err != nil {
 		return GangResult{}, err
 	}
@@ -82,18 +81,38 @@ func (k *packer) placeGang(ctx context.Context, g Gang, res *Result) (GangResult
 		}
 	}
 	if placed != nil {
-		return GangResult{Placed: true}, nil
+		return GangResult{Placed: true}, k.placeEach(ctx, g.Past, res)
+	}
+	for _, p := range g.Past {
+		res.Unscheduled = append(res.Unscheduled, p.Pod)
 	}
 	// How far short the limit fell: the same placement with as many more
 	// new nodes as the gang has pods, all it could ever use, and no deadline.
 	deadline := k.deadline
 	k.deadline = time.Time{}
 	defer func() { k.deadline = deadline }()
-	_, count, used, err := k.trial(ctx, ordered, g.Need, k.used+len(ordered), false)
-	if err != nil || count < g.Need {
+	_, count, used, err := k.trial(ctx, ordered, need, k.used+len(ordered), false)
+	if err != nil || count < need {
 		return GangResult{}, err
 	}
 	return GangResult{Nodes: used - k.used}, nil
+}
+
+// placeEach places pods one by one, largest first, each where it fits,
+// adding them to res.
+func (k *packer) placeEach(ctx context.Context, pods []Pod, res *Result) error {
+	for _, p := range k.bySize(pods) {
+		placed, err := k.place(ctx, p)
+		if err != nil {
+			return err
+		}
+		if placed {
+			res.Scheduled = append(res.Scheduled, p.Pod)
+		} else {
+			res.Unscheduled = append(res.Unscheduled, p.Pod)
+		}
+	}
+	return nil
 }
 
 // trial places pods in order on at most limit new nodes. When keep is set and

@@ -42,10 +42,12 @@ func TestBinpackGangs(t *testing.T) {
 			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: corev1.LabelHostname}}}}
 	}
+	// gangSpec is a gang's unit of n pods of cpu each, and past members of
+	// the same size past it.
 	type gangSpec struct {
 		n      int
 		cpu    string
-		need   int
+		past   int
 		mutate func(*corev1.Pod)
 	}
 	for _, tc := range []struct {
@@ -58,27 +60,31 @@ func TestBinpackGangs(t *testing.T) {
 		wantScheduled int
 		wantGangs     []GangResult
 	}{
-		{name: "three of 3500m on 4-cpu nodes, two allowed: none", gangs: []gangSpec{{3, "3500m", 3, nil}}, limit: 2,
+		{name: "three of 3500m on 4-cpu nodes, two allowed: none", gangs: []gangSpec{{3, "3500m", 0, nil}}, limit: 2,
 			wantGangs: []GangResult{{Nodes: 3}}},
-		{name: "three of 3500m, three allowed: all", gangs: []gangSpec{{3, "3500m", 3, nil}}, limit: 3,
+		{name: "three of 3500m, three allowed: all", gangs: []gangSpec{{3, "3500m", 0, nil}}, limit: 3,
 			wantNodes: 3, wantScheduled: 3, wantGangs: []GangResult{{Placed: true}}},
-		{name: "pods of no gang first, as without gangs", loose: 2, gangs: []gangSpec{{3, "3500m", 3, nil}}, limit: 3,
+		{name: "pods of no gang first, as without gangs", loose: 2, gangs: []gangSpec{{3, "3500m", 0, nil}}, limit: 3,
 			wantNodes: 1, wantScheduled: 2, wantGangs: []GangResult{{Nodes: 3}}},
-		{name: "a gang fills the room the others left", loose: 2, gangs: []gangSpec{{2, "2", 2, nil}}, limit: 2,
+		{name: "a gang fills the room the others left", loose: 2, gangs: []gangSpec{{2, "2", 0, nil}}, limit: 2,
 			wantNodes: 2, wantScheduled: 4, wantGangs: []GangResult{{Placed: true}}},
-		{name: "only need must fit; the rest come along when they do", gangs: []gangSpec{{4, "3500m", 2, nil}}, limit: 2,
-			wantNodes: 2, wantScheduled: 2, wantGangs: []GangResult{{Placed: true}}},
-		{name: "the second gang gets what the first leaves", gangs: []gangSpec{{2, "3500m", 2, nil}, {2, "3500m", 2, nil}}, limit: 3,
+		{name: "the unit must fit; the members past it are packed after it where they fit", gangs: []gangSpec{{2, "3500m", 2, nil}}, limit: 3,
+			wantNodes: 3, wantScheduled: 3, wantGangs: []GangResult{{Placed: true}}},
+		{name: "ten of 3 cpu, min 2: two nodes for the unit, none for the eight past it the limit leaves out", gangs: []gangSpec{{2, "3", 8, nil}},
+			limit: 2, wantNodes: 2, wantScheduled: 2, wantGangs: []GangResult{{Placed: true}}},
+		{name: "members past a unit left out get no node", gangs: []gangSpec{{3, "3500m", 2, nil}}, limit: 2,
+			wantGangs: []GangResult{{Nodes: 3}}},
+		{name: "the second gang gets what the first leaves", gangs: []gangSpec{{2, "3500m", 0, nil}, {2, "3500m", 0, nil}}, limit: 3,
 			wantNodes: 2, wantScheduled: 2, wantGangs: []GangResult{{Placed: true}, {Nodes: 2}}},
 		{
 			// The first gang's trial placements are undone in every pod's
 			// PreFilter state too: the second gang's anti-affinity would
 			// otherwise count the first gang's pods on the new nodes.
 			name: "a gang left out leaves no trace for the next", limit: 4,
-			gangs:     []gangSpec{{5, "1", 5, webAntiAffinity}, {4, "1", 4, webAntiAffinity}},
+			gangs:     []gangSpec{{5, "1", 0, webAntiAffinity}, {4, "1", 0, webAntiAffinity}},
 			wantNodes: 4, wantScheduled: 4, wantGangs: []GangResult{{Nodes: 5}, {Placed: true}},
 		},
-		{name: "a pod larger than the node: no nodes, none needed", gangs: []gangSpec{{2, "8", 2, nil}}, limit: 10,
+		{name: "a pod larger than the node: no nodes, none needed", gangs: []gangSpec{{2, "8", 0, nil}}, limit: 10,
 			wantGangs: []GangResult{{}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -94,9 +100,10 @@ func TestBinpackGangs(t *testing.T) {
 			var gangs []Gang
 			total := len(loose)
 			for i, g := range tc.gangs {
-				pods := gangPods(t, fw, fmt.Sprintf("gang%d", i), g.n, g.cpu, i+1, g.mutate)
-				gangs = append(gangs, Gang{Pods: pods, Need: g.need})
-				total += g.n
+				pods := gangPods(t, fw, fmt.Sprintf("gang%d", i), g.n, g.cpu, 2*i+1, g.mutate)
+				past := gangPods(t, fw, fmt.Sprintf("gang%d-past", i), g.past, g.cpu, 2*i+2, g.mutate)
+				gangs = append(gangs, Gang{Pods: pods, Past: past})
+				total += g.n + g.past
 			}
 			for round := 0; round < 2; round++ { // the second estimate starts from the same state
 				res, err := BinpackGangs(ctx, snapshot, loose, gangs, copies(node), info, tc.limit, 0)

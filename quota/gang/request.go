@@ -110,30 +110,72 @@ func addList(dst, src corev1.ResourceList, times int) {
 	}
 }
 
-// Outstanding is what gang g still asks of its quota for pod when some of its
-// members already hold their own quota: charged reports those (bound pods, and
-// for the scheduler the pods it has reserved). Charged members among the first
-// MinCount are left out, and the rest of the gang asks as Request does, for
-// MinCount less them. ok is false when the first MinCount members are all
-// charged: the gang is whole, and each further pod is judged alone. The
-// scheduler plugin, the autoscaler and kubectl-quota all ask this, so that
-// the gang a user is told about is the gang the scheduler admits. charger is
-// as for Request.
-func Outstanding(g Gang, members []*corev1.Pod, charged func(*corev1.Pod) bool, pod *corev1.Pod, charger Charger) (request corev1.ResourceList, standIns int, ok bool) {
-	pending := make([]*corev1.Pod, 0, len(members))
-	held := int32(0)
+// Split is how a gang's members not charged yet stand against its quota:
+// the tree admits a gang for MinCount pods, together, and judges every pod
+// beyond them alone, as it judges a pod of no gang.
+type Split struct {
+	// Unit are the members the gang is still admitted for as one: the first
+	// of its uncharged members, up to MinCount less the members among the
+	// first MinCount that are charged already.
+	Unit []*corev1.Pod
+	// Missing is how many members the unit lacks because they are not
+	// created yet.
+	Missing int
+	// Past are the uncharged members beyond the unit, judged one by one.
+	Past []*corev1.Pod
+}
+
+// Whole says whether the gang needs no admission as a gang any more: its
+// first MinCount members are all charged, and each further pod is judged
+// alone.
+func (s Split) Whole() bool { return len(s.Unit) == 0 && s.Missing == 0 }
+
+// SplitMembers splits gang g's members (as Members orders them) into the
+// unit the tree still admits together and the members past it. charged
+// reports the members that hold their own quota already: bound pods, and for
+// the scheduler the pods it has reserved. The scheduler plugin and the
+// autoscaler both split a gang here, so that the autoscaler adds nodes for
+// exactly the pods the tree admits as a gang.
+func SplitMembers(g Gang, members []*corev1.Pod, charged func(*corev1.Pod) bool) Split {
+	need := int(max(g.MinCount, 0))
+	var pending []*corev1.Pod
 	for i, m := range members {
 		switch {
 		case !charged(m):
 			pending = append(pending, m)
-		case i < int(g.MinCount):
-			held++
+		case i < int(max(g.MinCount, 0)):
+			need--
 		}
 	}
-	g.MinCount -= held
-	if g.MinCount <= 0 {
+	var s Split
+	if need <= 0 {
+		s.Past = pending
+		return s
+	}
+	n := min(need, len(pending))
+	s.Unit, s.Past, s.Missing = pending[:n:n], pending[n:], need-n
+	return s
+}
+
+// Outstanding is what gang g still asks of its quota for pod when some of its
+// members already hold their own quota (charged, as for SplitMembers): the
+// charges of its unit, and pod's in place of each member missing from it, as
+// Request counts them. ok is false when the gang is whole (Split.Whole):
+// each further pod is judged alone. The scheduler plugin, the autoscaler and
+// kubectl-quota all ask this, so that the gang a user is told about is the
+// gang the scheduler admits. charger is as for Request.
+func Outstanding(g Gang, members []*corev1.Pod, charged func(*corev1.Pod) bool, pod *corev1.Pod, charger Charger) (request corev1.ResourceList, standIns int, ok bool) {
+	s := SplitMembers(g, members, charged)
+	if s.Whole() {
 		return nil, 0, false
 	}
-	request, standIns = Request(g, pending, pod, charger)
+	request, standIns = s.Request(g.Key, pod, charger)
 	return request, standIns, true
+}
+
+// Request is what the unit asks of its quota, with pod standing in for each
+// member missing, as Request counts a gang's first members; the second
+// result is the number of stand-ins.
+func (s Split) Request(key Key, pod *corev1.Pod, charger Charger) (corev1.ResourceList, int) {
+	return Request(Gang{Key: key, MinCount: int32(len(s.Unit) + s.Missing)}, s.Unit, pod, charger)
 }
