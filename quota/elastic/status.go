@@ -1,6 +1,8 @@
 package elastic
 
 import (
+	"k8s.io/apimachinery/pkg/types"
+
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/quota/resources"
 )
@@ -11,6 +13,28 @@ func (t *Tree) Status() []schedulingv1beta1.QuotaNodeStatus {
 	out := make([]schedulingv1beta1.QuotaNodeStatus, 0, len(t.shape.nodes))
 	for pos := range t.shape.nodes {
 		out = append(out, t.figures(pos))
+	}
+	return out
+}
+
+// StatusHeld is Status with each quota node's Held: the part of its usage
+// charged under the UIDs held selects. A program that knows which of its
+// charges no bound pod shows (quota reserved for pods being bound, or held
+// for a reclaim) says so there, so that a reader can add that part to what
+// it sums from the bound pods itself.
+func (t *Tree) StatusHeld(held func(types.UID) bool) []schedulingv1beta1.QuotaNodeStatus {
+	out := t.Status()
+	sums := newUsage(t.shape)
+	for slot := range t.pods.records {
+		if r := &t.pods.records[slot]; r.live && r.leaf >= 0 && held(r.uid) {
+			sums.charge(r.leaf, t.pods.charge(slot))
+		}
+	}
+	positive := func(_ int, units int64) bool { return units > 0 }
+	for pos := range out {
+		if list := t.shape.index.ListWhere(sums.usedAt(pos), positive); len(list) > 0 {
+			out[pos].Held = list
+		}
 	}
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 )
@@ -161,5 +162,34 @@ func TestStatusListsExplicitZeroMinAndUsageOutsideNamedResources(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got, quantityEqual, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("figures (-want +got):\n%s", diff)
+	}
+}
+
+// TestStatusHeld: held sums, per quota node, the charges the caller selects;
+// the other figures are Status's, and a node holding nothing lists no held.
+func TestStatusHeld(t *testing.T) {
+	tree := mustBuild(t, seedTree(t))
+	tree.AddPod(pod("bound", "namespace1", cpu("5")))
+	tree.AddRequests("reservation/a1", "namespace1", cpu("10"))
+	tree.AddRequests("hold/b1", "namespace3", list("cpu", "2", "memory", "1Gi"))
+	tree.AddRequests("hold/elsewhere", "default", cpu("100"))
+	held := map[types.UID]bool{"reservation/a1": true, "hold/b1": true, "hold/elsewhere": true}
+	status := tree.StatusHeld(func(uid types.UID) bool { return held[uid] })
+	plain := tree.Status()
+	want := map[string]corev1.ResourceList{
+		"root":     list("cpu", "12", "memory", "1Gi"),
+		"root.a":   cpu("10"),
+		"root.a.1": cpu("10"),
+		"root.b":   list("cpu", "2", "memory", "1Gi"),
+		"root.b.1": list("cpu", "2", "memory", "1Gi"),
+	}
+	for i, got := range status {
+		if diff := cmp.Diff(want[got.Name], got.Held, quantityEqual, cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("held of %s (-want +got):\n%s", got.Name, diff)
+		}
+		got.Held = nil
+		if diff := cmp.Diff(plain[i], got, quantityEqual); diff != "" {
+			t.Errorf("the other figures of %s differ from Status (-Status +StatusHeld):\n%s", got.Name, diff)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package capacityscheduling
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,8 +127,28 @@ type hold struct {
 	gang gang.Key
 }
 
+// holdUIDPrefix starts the UID a hold is charged under.
+const holdUIDPrefix = "reclaim-hold/"
+
 // holdUID is the UID a hold is charged under, distinct from any pod's.
-func holdUID(preemptor types.UID) types.UID { return "reclaim-hold/" + preemptor }
+func holdUID(preemptor types.UID) types.UID { return holdUIDPrefix + preemptor }
+
+// heldLocked says whether the tree's charge under uid is one that no bound
+// pod shows, and that lasts: a reclaim's hold, a gang's reservation, or a
+// member of an admitted gang reserved and waiting for the rest of it. A pod
+// of no gang being bound is not: it shows as bound a moment later, and a
+// reader who counted it both as held and as bound would count it twice.
+func (c *quotaCache) heldLocked(uid types.UID) bool {
+	if s := string(uid); strings.HasPrefix(s, holdUIDPrefix) || strings.HasPrefix(s, reservationUIDPrefix) {
+		return true
+	}
+	if key, ok := c.gangPods.keyOfPod(uid); ok {
+		if r := c.reservations[key]; r != nil {
+			return r.reserved.Has(uid)
+		}
+	}
+	return false
+}
 
 // newQuotaCache is an empty cache whose holds last holdFor, so that quota is
 // not held back forever for a preemptor that never gets placed.

@@ -31,10 +31,13 @@ type reservation struct {
 	heldFor []types.UID
 }
 
+// reservationUIDPrefix starts the UID a gang's reservation is charged under.
+const reservationUIDPrefix = "gang-reservation/"
+
 // reservationUID is the UID a gang's reservation is charged under, distinct
 // from any pod's and any reclaim hold's.
 func reservationUID(key gang.Key) types.UID {
-	return types.UID("gang-reservation/" + string(key.Kind) + "/" + key.String())
+	return types.UID(reservationUIDPrefix + string(key.Kind) + "/" + key.String())
 }
 
 // gangIndex keeps the live pods of every gang, by gang, as the pod informer

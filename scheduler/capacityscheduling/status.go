@@ -107,6 +107,7 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 		if busy && figuresOnly(desired, t.Status) && now.Sub(w.written[t.UID]) < busyIntervals*w.interval {
 			continue
 		}
+		stampQuotas(&desired, t.Status, now)
 		if err := w.write(ctx, t, desired); err != nil {
 			// A conflict or a deleted tree is retried, or dropped, at the
 			// next tick; neither counts as written.
@@ -124,7 +125,20 @@ func (w *statusWriter) writeAll(ctx context.Context) {
 // figuresOnly says that desired differs from current in status.quotas alone.
 func figuresOnly(desired, current schedulingv1beta1.ElasticQuotaTreeStatus) bool {
 	desired.Quotas, current.Quotas = nil, nil
+	desired.QuotasTime, current.QuotasTime = nil, nil
 	return apiequality.Semantic.DeepEqual(desired, current)
+}
+
+// stampQuotas sets quotasTime to now when desired's figures differ from
+// current's, and drops it with them: it says when the figures written were
+// measured, so that readers can tell the age of their held part.
+func stampQuotas(desired *schedulingv1beta1.ElasticQuotaTreeStatus, current schedulingv1beta1.ElasticQuotaTreeStatus, now time.Time) {
+	switch {
+	case desired.Quotas == nil:
+		desired.QuotasTime = nil
+	case !apiequality.Semantic.DeepEqual(desired.Quotas, current.Quotas) || current.QuotasTime == nil:
+		desired.QuotasTime = &metav1.Time{Time: now}
+	}
 }
 
 // desiredStatus is t's status as the plugin sees it; false when the plugin has
@@ -147,7 +161,7 @@ func (w *statusWriter) desiredStatus(t *schedulingv1beta1.ElasticQuotaTree) (sch
 	meta.SetStatusCondition(&status.Conditions, d.active)
 	status.Quotas = nil
 	if inForce := w.cache.lifecycle.inForce; w.cache.tree != nil && inForce.UID == t.UID {
-		status.Quotas = w.cache.tree.Status()
+		status.Quotas = w.cache.tree.StatusHeld(w.cache.heldLocked)
 		// Persisted so that a restart, of this scheduler or of the
 		// autoscaler, enforces the same generation while the spec is invalid.
 		status.LastValid = &schedulingv1beta1.TreeGeneration{Generation: inForce.Generation, Spec: *inForce.Spec.DeepCopy()}

@@ -202,7 +202,7 @@ func TestKubectlQuotaElasticQuotaSeed(t *testing.T) {
 			t.Errorf("tree row %s (-want +got):\n%s", first, diff)
 		}
 	}
-	if !strings.Contains(tree, "TREE: kube-system/elasticquotatree (in force, figures from status") ||
+	if !strings.Contains(tree, "TREE: kube-system/elasticquotatree (in force, figures from pods and status") ||
 		!strings.Contains(tree, "CONDITIONS: Active=True") {
 		t.Errorf("tree header:\n%s", tree)
 	}

@@ -123,6 +123,12 @@ type ElasticQuotaTreeStatus struct {
 	// +optional
 	Quotas []QuotaNodeStatus `json:"quotas,omitempty"`
 
+	// QuotasTime is when the scheduler measured quotas' figures. They are
+	// written every few seconds at most, and held changes by the moment, so
+	// a reader tells from it how old they are.
+	// +optional
+	QuotasTime *metav1.Time `json:"quotasTime,omitempty"`
+
 	// LastValid is the newest generation of this tree's spec that passed
 	// validation, as the scheduler enforced it. While the spec is invalid (an
 	// edit that got past write-time validation, say with the webhook down), the
@@ -164,6 +170,13 @@ type QuotaNodeStatus struct {
 	// Lent is the part of min left idle, which other quota nodes may borrow.
 	// +optional
 	Lent corev1.ResourceList `json:"lent,omitempty"`
+	// Held is the part of used that no bound pod shows: quota the scheduler
+	// reserved for pods being bound and for admitted gangs still filling
+	// up, and quota held for a reclaim's preemptor. The rest of used is what
+	// the bound pods request, which a reader can sum from the pods as they
+	// are now; quotasTime says when held was measured.
+	// +optional
+	Held corev1.ResourceList `json:"held,omitempty"`
 }
 
 // +kubebuilder:object:root=true

@@ -150,6 +150,10 @@ func (in *ElasticQuotaTreeStatus) DeepCopyInto(out *ElasticQuotaTreeStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.QuotasTime != nil {
+		in, out := &in.QuotasTime, &out.QuotasTime
+		*out = (*in).DeepCopy()
+	}
 	if in.LastValid != nil {
 		in, out := &in.LastValid, &out.LastValid
 		*out = new(TreeGeneration)
@@ -200,6 +204,13 @@ func (in *QuotaNodeStatus) DeepCopyInto(out *QuotaNodeStatus) {
 	}
 	if in.Lent != nil {
 		in, out := &in.Lent, &out.Lent
+		*out = make(v1.ResourceList, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val.DeepCopy()
+		}
+	}
+	if in.Held != nil {
+		in, out := &in.Held, &out.Held
 		*out = make(v1.ResourceList, len(*in))
 		for key, val := range *in {
 			(*out)[key] = val.DeepCopy()

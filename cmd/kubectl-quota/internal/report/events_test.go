@@ -66,7 +66,7 @@ func TestContributors(t *testing.T) {
 	finished.Status.Phase = corev1.PodSucceeded
 	pods := append(append(replicaPods("namespace1", "nginx1", 2, "5", "seed-1", time.Hour),
 		bare, finished, replicaPods("namespace3", "elsewhere", 1, "9", "seed-1", time.Minute)[0]), job...)
-	m, err := newModel(tree, pods, nil)
+	m, err := newModel(tree, pods, nil, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func Explain(s Snapshot, pod *corev1.Pod, top int) PodExplanation {
 	var m *model
 	var modelErr error
 	if tree != nil {
-		m, modelErr = newModel(tree, s.Pods, lookup)
+		m, modelErr = newModel(tree, s.Pods, lookup, s.Now)
 	}
 	var gangRequest corev1.ResourceList
 	out.Gang, gangRequest = explainGang(s, pod, gangCharger(lookup, m))

@@ -72,6 +72,19 @@ func withStatus(t *testing.T, tree *schedulingv1beta1.ElasticQuotaTree, pods []*
 	return out
 }
 
+// withHeld is tree with status reporting cpu held on node, measured age
+// before now.
+func withHeld(tree *schedulingv1beta1.ElasticQuotaTree, node, cpu string, age time.Duration) *schedulingv1beta1.ElasticQuotaTree {
+	out := tree.DeepCopy()
+	for i := range out.Status.Quotas {
+		if out.Status.Quotas[i].Name == node {
+			out.Status.Quotas[i].Held = list("cpu", cpu)
+		}
+	}
+	out.Status.QuotasTime = &metav1.Time{Time: now.Add(-age)}
+	return out
+}
+
 // replicaPods are n pods of Deployment name in namespace, each requesting cpu;
 // bound to node unless it is empty. The first is the oldest.
 func replicaPods(namespace, name string, n int, cpu, node string, created time.Duration) []*corev1.Pod {

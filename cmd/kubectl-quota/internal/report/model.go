@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/duration"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 	"github.com/quotascale/quotascale/quota/claims"
@@ -27,18 +29,18 @@ type model struct {
 	live *elastic.Tree
 }
 
-// newModel builds the tree in force and charges it, from status.quotas when
-// the scheduler wrote them for this generation, else from the bound pods.
-// Status lags the pods by up to the scheduler's write interval, so a leaf
-// whose bound pods now request more than status says is charged the pods'
-// figures: a pod bound since the last write must not leave room that the
-// scheduler no longer has. The
-// generation in force is elastic.Tracker's choice, as in the scheduler and the
-// autoscaler; kubectl-quota looks once, like a program just started, so while
-// the spec is invalid it is the generation status.lastValid records.
-// lookup reads the pods' ResourceClaims; nil when they could not be listed,
-// and then pods count their requests alone.
-func newModel(obj *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod, lookup claims.Lookup) (*model, error) {
+// newModel builds the tree in force and charges it with the bound pods as they
+// are now, plus, when the scheduler wrote status.quotas for this generation,
+// the part of each leaf's usage that no bound pod shows (status.quotas' held:
+// gangs' reservations and reclaims' holds). Status is written every few
+// seconds at most, so its used figures mix pods that have left since with
+// pods bound since; only the held part, which the pods cannot show, is taken
+// from it. The generation in force is elastic.Tracker's choice, as in the
+// scheduler and the autoscaler; kubectl-quota looks once, like a program just
+// started, so while the spec is invalid it is the generation status.lastValid
+// records. lookup reads the pods' ResourceClaims; nil when they could not be
+// listed, and then pods count their requests alone. now ages the held part.
+func newModel(obj *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod, lookup claims.Lookup, now time.Time) (*model, error) {
 	m := &model{object: obj.Namespace + "/" + obj.Name}
 	var tracker elastic.Tracker
 	obs := tracker.Observe([]*schedulingv1beta1.ElasticQuotaTree{obj})
@@ -55,29 +57,29 @@ func newModel(obj *schedulingv1beta1.ElasticQuotaTree, pods []*corev1.Pod, looku
 	// While the spec is invalid, status.quotas describes the generation in
 	// force whatever the spec's generation.
 	fresh, why := statusFresh(obj, inForce.Tree)
-	if fresh || (!inForce.Current && len(obj.Status.Quotas) > 0) {
-		if charged, ok := chargeStatus(inForce.Tree, obj.Status.Quotas); ok {
-			merged, raised := raiseToPods(charged, live)
-			m.tree, m.source = merged, FromStatus
-			if len(raised) > 0 {
-				m.notes = append(m.notes, fmt.Sprintf("the bound pods request more than status.quotas on %s, which the scheduler writes every few seconds: their figures are used there", strings.Join(raised, ", ")))
-			}
-			if differ := differingNodes(merged, live); len(differ) > 0 {
-				m.notes = append(m.notes, fmt.Sprintf("status.quotas counts more than the bound pods' requests on %s: status also counts pods being bound and quota held for a reclaim, and counts pods that left until its next write", strings.Join(differ, ", ")))
-			}
-			return m, nil
-		}
-		m.notes = append(m.notes, "status.quotas does not add up over the tree; figures are summed from the bound pods")
-	} else {
+	if !fresh && (inForce.Current || len(obj.Status.Quotas) == 0) {
 		m.notes = append(m.notes, why+"; figures are summed from the bound pods")
+		m.tree, m.source = live, FromPods
+		return m, nil
 	}
-	m.tree, m.source = live, FromPods
+	m.tree, _ = chargePods(inForce.Tree, pods, lookup)
+	m.source = FromStatus
+	held, clamped := addHeld(m.tree, obj.Status.Quotas)
+	age := "at a time status does not say"
+	if t := obj.Status.QuotasTime; t != nil {
+		age = duration.HumanDuration(now.Sub(t.Time)) + " ago"
+	}
+	if len(held) > 0 {
+		m.notes = append(m.notes, fmt.Sprintf("%s hold quota no bound pod shows (gangs' reservations, reclaims' holds), as the scheduler measured it %s: it is counted on top of the bound pods", strings.Join(held, ", "), age))
+	}
+	if len(clamped) > 0 {
+		m.notes = append(m.notes, fmt.Sprintf("the held quota measured %s no longer fits beside the bound pods on %s: part of it has been bound since, and only what fits is counted", age, strings.Join(clamped, ", ")))
+	}
 	return m, nil
 }
 
 // statusFresh says whether status.quotas describes this very tree: written for
-// the current generation of a tree in force, over the same quota nodes. The
-// scheduler writes status only on change, so there is no timestamp to age.
+// the current generation of a tree in force, over the same quota nodes.
 func statusFresh(obj *schedulingv1beta1.ElasticQuotaTree, tree *elastic.Tree) (bool, string) {
 	if len(obj.Status.Quotas) == 0 {
 		return false, "the scheduler has not written status.quotas"
@@ -121,76 +123,62 @@ func chargePods(tree *elastic.Tree, pods []*corev1.Pod, lookup claims.Lookup) (*
 	return charged, notes
 }
 
-// chargeStatus charges every leaf with the usage status reports for it, so the
-// library's Admit judges against the scheduler's own figures. Inner nodes are
-// sums of their leaves; when status disagrees with that, it is not used.
-func chargeStatus(shape *elastic.Tree, quotas []schedulingv1beta1.QuotaNodeStatus) (*elastic.Tree, bool) {
-	tree := shape.Uncharged()
-	used := make(map[string]corev1.ResourceList, len(quotas))
+// addHeld charges each leaf of tree with the held part status reports for it
+// (inner nodes' figures are their leaves' sums), and returns the leaves that
+// hold quota and those whose held part was cut. The scheduler never lets
+// usage pass a max, so what of a held part no longer fits beside the bound
+// pods on the leaf's path has been bound since it was measured: only what
+// fits is charged, and every figure stays one that could be true now.
+func addHeld(tree *elastic.Tree, quotas []schedulingv1beta1.QuotaNodeStatus) (held, clamped []string) {
+	heldOf := make(map[string]corev1.ResourceList, len(quotas))
 	for _, q := range quotas {
-		used[q.Name] = q.Used
+		if len(q.Held) > 0 {
+			heldOf[q.Name] = q.Held
+		}
 	}
 	for _, n := range tree.Nodes() {
-		if namespaces := n.Namespaces(); n.IsLeaf() && len(namespaces) > 0 {
-			tree.AddRequests(types.UID("status:"+n.Name()), namespaces[0], used[n.Name()])
-		}
-	}
-	index := resources.NewIndex(tree.ResourceNames()...)
-	for _, q := range quotas {
-		got, ok := tree.Used(q.Name)
-		if !ok || !index.Requests(got).Equal(index.Requests(q.Used)) {
-			return nil, false
-		}
-	}
-	return tree, true
-}
-
-// raiseToPods is fromStatus with each leaf charged, resource by resource, the
-// larger of its status figure and what the bound pods charge it (live), and
-// the leaves that live raised. Status alone also counts what the pods do not
-// show (pods being bound, quota held for a reclaim); the pods alone show what
-// was bound since status was last written.
-func raiseToPods(fromStatus, live *elastic.Tree) (*elastic.Tree, []string) {
-	merged := fromStatus.Uncharged()
-	var raised []string
-	for _, n := range fromStatus.Nodes() {
 		namespaces := n.Namespaces()
-		if !n.IsLeaf() || len(namespaces) == 0 {
+		h := heldOf[n.Name()]
+		if !n.IsLeaf() || len(namespaces) == 0 || len(h) == 0 {
 			continue
 		}
-		fromLeaf, _ := fromStatus.Used(n.Name())
-		byPods, _ := live.Used(n.Name())
-		used := make(corev1.ResourceList, len(fromLeaf))
-		for name, q := range fromLeaf {
-			used[name] = q.DeepCopy()
+		fits, cut := fitOnPath(tree, n, h)
+		held = append(held, n.Name())
+		if cut {
+			clamped = append(clamped, n.Name())
 		}
-		higher := false
-		for name, q := range byPods {
-			// A missing figure is the zero Quantity: zero charges raise nothing.
-			if q.Cmp(used[name]) > 0 {
-				used[name], higher = q.DeepCopy(), true
-			}
-		}
-		if higher {
-			raised = append(raised, n.Name())
-		}
-		merged.AddRequests(types.UID("usage:"+n.Name()), namespaces[0], used)
+		tree.AddRequests(types.UID("held:"+n.Name()), namespaces[0], fits)
 	}
-	return merged, raised
+	return held, clamped
 }
 
-// differingNodes names the quota nodes whose usage differs between a and b.
-func differingNodes(a, b *elastic.Tree) []string {
-	index := resources.NewIndex(a.ResourceNames()...)
-	var out []string
-	for _, n := range a.Nodes() {
-		ua, _ := a.Used(n.Name())
-		ub, _ := b.Used(n.Name())
-		if !index.Requests(ua).Equal(index.Requests(ub)) {
-			out = append(out, n.Name())
+// fitOnPath is the part of request that fits under the max of leaf and every
+// ancestor, beside what tree charges them, and whether any was cut.
+func fitOnPath(tree *elastic.Tree, leaf elastic.Node, request corev1.ResourceList) (corev1.ResourceList, bool) {
+	units := make(map[corev1.ResourceName]int64, len(request))
+	for name, q := range request {
+		units[name] = max(resources.Units(name, q), 0)
+	}
+	cut := false
+	for n, ok := leaf, true; ok; n, ok = n.Parent() {
+		used, _ := tree.Used(n.Name())
+		limits := n.Max()
+		for name, want := range units {
+			limit, limited := limits[name]
+			if !limited {
+				continue
+			}
+			room := resources.FlooredSub(resources.Units(name, limit), resources.Units(name, used[name]))
+			if want > room {
+				units[name], cut = room, true
+			}
 		}
 	}
-	return out
+	out := make(corev1.ResourceList, len(units))
+	for name, u := range units {
+		out[name] = resources.Quantity(name, u)
+	}
+	return out, cut
 }
 
 // maxWalkDepth bounds recursion over user objects; the CRD allows 8 levels.

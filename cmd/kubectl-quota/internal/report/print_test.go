@@ -48,7 +48,7 @@ Pod:        namespace1/nginx1-5d8c9-4
 Verdict:    Pending: refused by ElasticQuotaTree node "root.a.1" on cpu (used 20 + request 5 > max 20)
 Requests:   cpu=5
 
-ELASTIC QUOTA: tree kube-system/elasticquotatree, figures from status
+ELASTIC QUOTA: tree kube-system/elasticquotatree, figures from pods and status
 QUOTA NODE   RESOURCE   USED   REQUEST   MIN   MAX   BORROWED   BINDING
 root.a.1     cpu        20     5         10    20    10         *
 root.a       cpu        20     5         20    40    0          -
@@ -100,7 +100,7 @@ func TestPrintTreeSeed(t *testing.T) {
 	s, _ := seed000Snapshot(t)
 	s.Notes = nil
 	assertPrinted(t, func(b *bytes.Buffer) error { return PrintTree(b, Tree(s)) }, `
-TREE: kube-system/elasticquotatree (in force, figures from status, generation 1)
+TREE: kube-system/elasticquotatree (in force, figures from pods and status, generation 1)
 CONDITIONS: Active=True (generation 1 is in force), Valid=True
 NAME           NAMESPACES   CPU USED/MIN/MAX   MEMORY USED/MIN/MAX   NVIDIA.COM/GPU USED/MIN/MAX   BORROWED
 root           -            20/40/40           0/40Gi/40Gi           0/4/4                         -

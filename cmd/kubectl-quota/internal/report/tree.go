@@ -50,7 +50,7 @@ func treeView(obj *schedulingv1beta1.ElasticQuotaTree, inForce bool, s Snapshot)
 	}
 	slices.SortFunc(view.Conditions, func(a, b Condition) int { return strings.Compare(a.Type, b.Type) })
 	if inForce {
-		m, err := newModel(obj, s.Pods, s.claimLookup())
+		m, err := newModel(obj, s.Pods, s.claimLookup(), s.Now)
 		if err == nil {
 			view.FiguresFrom = m.source
 			view.Notes = m.notes

@@ -27,10 +27,10 @@ const APIVersion = "kubectl-quota.quotascale.io/v1alpha1"
 
 // Where figures come from.
 const (
-	// FromStatus: the scheduler's status.quotas, which also counts pods being
-	// bound and quota held for a reclaim's preemptor, with each leaf raised
-	// to its bound pods' requests where those are larger (status lags them).
-	FromStatus = "status"
+	// FromStatus: the bound pods as they are now, plus the part of usage that
+	// the scheduler's status.quotas reports held (gangs' reservations,
+	// reclaims' holds), which no pod shows.
+	FromStatus = "pods and status"
 	// FromPods: summed from the bound pods, because status was missing or stale.
 	FromPods = "pods"
 	// FromNodes: CapacityQuota usage summed from the registered nodes, as the
