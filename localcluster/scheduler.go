@@ -63,13 +63,15 @@ func QuotaProfile() configv1.KubeSchedulerProfile {
 	}
 }
 
-func (o SchedulerOptions) resolve() (*configv1.KubeSchedulerConfiguration, frameworkruntime.Registry, error) {
+// resolve is the configuration and the registry; CapacityScheduling, unless
+// Registry has it, learns from leadership whether its replica leads.
+func (o SchedulerOptions) resolve(leadership *capacityscheduling.Leadership) (*configv1.KubeSchedulerConfiguration, frameworkruntime.Registry, error) {
 	registry := frameworkruntime.Registry{}
 	if err := registry.Merge(o.Registry); err != nil {
 		return nil, nil, err
 	}
 	if _, ok := registry[capacityscheduling.Name]; !ok {
-		registry[capacityscheduling.Name] = capacityscheduling.New
+		registry[capacityscheduling.Name] = leadership.Factory()
 	}
 	cfg := o.Config
 	if cfg == nil && !o.WithoutQuota {
@@ -100,6 +102,7 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) err
 	if err != nil {
 		return err
 	}
+
 	if r.reviewer != nil {
 		c.scheduler.webhook.setReviewer(r.reviewer)
 		if err := c.startWebhook(ctx); err != nil {
@@ -113,6 +116,8 @@ func (c *Cluster) StartScheduler(ctx context.Context, opts SchedulerOptions) err
 			}
 		}
 	}
+	// The only replica leads, as kube-scheduler without leader election.
+	r.leadership.SetLeading(true)
 	c.scheduler.cancel, c.scheduler.done = r.cancel, r.run(r.sched.Run)
 	return nil
 }
@@ -124,7 +129,7 @@ const StandbyUserAgent = "kube-scheduler-standby"
 // StartStandbyScheduler starts another kube-scheduler replica beside the
 // running one, as a replica that kube-scheduler's leader election has not
 // chosen: its plugins are built and its informers and their handlers run, but
-// it never schedules. It serves no webhook. The returned function stops it;
+// it never schedules nor leads. It serves no webhook. The returned function stops it;
 // so does the cluster's end.
 func (c *Cluster) StartStandbyScheduler(ctx context.Context, opts SchedulerOptions) (stop func(), err error) {
 	config := restclient.CopyConfig(c.Config)
@@ -145,20 +150,22 @@ type replica struct {
 	broadcaster events.EventBroadcaster
 	// reviewer judges admission with the replica's plugin; nil without it.
 	reviewer webhook.Reviewer
-	ctx      context.Context
-	cancel   context.CancelFunc
+	// leadership tells the replica's CapacityScheduling whether it leads.
+	leadership *capacityscheduling.Leadership
+	ctx        context.Context
+	cancel     context.CancelFunc
 }
 
 // newReplica builds a kube-scheduler talking to the API server through config
 // and waits until its informers and their handlers have synced.
 func (c *Cluster) newReplica(ctx context.Context, opts SchedulerOptions, config *restclient.Config) (*replica, error) {
-	versioned, registry, err := opts.resolve()
+	r := &replica{leadership: &capacityscheduling.Leadership{}}
+	versioned, registry, err := opts.resolve(r.leadership)
 	if err != nil {
 		return nil, err
 	}
 	// The admission webhook judges with the plugin this scheduler builds.
 	newPlugin := registry[capacityscheduling.Name]
-	r := &replica{}
 	registry[capacityscheduling.Name] = func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 		p, err := newPlugin(ctx, obj, h)
 		if rv, ok := p.(webhook.Reviewer); ok && err == nil {
