@@ -121,9 +121,11 @@ func (w *statusWriter) tick(ctx context.Context) {
 			logger.V(2).Info("Not writing ElasticQuotaTree status", "reason", why)
 		}
 	}
-	if why == "" {
-		w.writeAll(ctx)
+	if why != "" {
+		logger.V(5).Info("Skipping ElasticQuotaTree status", "reason", why)
+		return
 	}
+	w.writeAll(ctx)
 }
 
 func (w *statusWriter) writeAll(ctx context.Context) {
