@@ -1,6 +1,7 @@
 package capacityscheduling
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -102,30 +103,38 @@ func (w *statusWriter) run(ctx context.Context) {
 // tick writes status if this replica leads and its usage is rebuilt.
 func (w *statusWriter) tick(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	var why string
-	switch {
-	case !w.leading():
-		why = "this scheduler replica does not lead"
-	case !w.synced():
-		why = "usage is still being rebuilt from the assigned pods"
-	}
-	state := why
-	if why == "" {
-		state = "writing"
-	}
-	if state != w.state {
-		w.state = state
-		if why == "" {
-			logger.V(2).Info("Writing ElasticQuotaTree status")
-		} else {
-			logger.V(2).Info("Not writing ElasticQuotaTree status", "reason", why)
-		}
-	}
+	why := w.notWriting()
+	w.logChange(logger, why)
 	if why != "" {
 		logger.V(5).Info("Skipping ElasticQuotaTree status", "reason", why)
 		return
 	}
 	w.writeAll(ctx)
+}
+
+// notWriting is why this replica may not write status now; empty when it may.
+func (w *statusWriter) notWriting() string {
+	switch {
+	case !w.leading():
+		return "this scheduler replica does not lead"
+	case !w.synced():
+		return "usage is still being rebuilt from the assigned pods"
+	}
+	return ""
+}
+
+// logChange logs when the writer starts writing, or stops for a new reason.
+func (w *statusWriter) logChange(logger klog.Logger, why string) {
+	state := cmp.Or(why, "writing")
+	if state == w.state {
+		return
+	}
+	w.state = state
+	if why == "" {
+		logger.V(2).Info("Writing ElasticQuotaTree status")
+		return
+	}
+	logger.V(2).Info("Not writing ElasticQuotaTree status", "reason", why)
 }
 
 func (w *statusWriter) writeAll(ctx context.Context) {
