@@ -33,7 +33,9 @@ type SchedulerOptions struct {
 	// plain upstream default profile with WithoutQuota.
 	Config *configv1.KubeSchedulerConfiguration
 	// Registry holds out-of-tree plugins, as app.WithPlugin adds them to the
-	// binary. CapacityScheduling is always registered.
+	// binary. CapacityScheduling is always registered, told whether its
+	// replica leads; one given here is used as is (capacityscheduling.New
+	// writes no tree status).
 	Registry frameworkruntime.Registry
 	// WithoutQuota runs the stock scheduler, for comparisons.
 	WithoutQuota bool
