@@ -38,7 +38,7 @@ type Args struct {
 	// Default 2m.
 	ReclaimHoldDuration *metav1.Duration `json:"reclaimHoldDuration,omitempty"`
 
-	// WriteStatus makes the elected replica write tree status, and the plugin
+	// WriteStatus makes the leading replica write tree status, and the plugin
 	// record events on trees and export metrics; default true. The autoscaler
 	// runs this plugin in its scale-up simulation with false: only the
 	// scheduler reports on trees.

@@ -74,11 +74,17 @@ var (
 	_ preemption.Interface         = &Plugin{}
 )
 
-// New builds the plugin: it starts the tree and flavor informers and waits
+// New builds the plugin for a scheduler that does not say whether it leads:
+// it writes no tree status. Leadership.Factory builds one that does.
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	return build(ctx, obj, h, nil)
+}
+
+// build builds the plugin: it starts the tree and flavor informers and waits
 // until its handlers have seen every tree and flavor, registers pod handlers on
 // the scheduler's own pod informer, and starts the status writer and the hold
 // sweep. ctx lives as long as the scheduler.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+func build(ctx context.Context, obj runtime.Object, h fwk.Handle, leadership *Leadership) (fwk.Plugin, error) {
 	args, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err
@@ -100,8 +106,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 		}
 	}
 	if *args.WriteStatus {
-		writer := &statusWriter{cache: p.cache, trees: p.trees.GetStore(), client: dyn, interval: args.StatusUpdateInterval.Duration}
-		go writer.run(klog.NewContext(ctx, klog.FromContext(ctx).WithName(Name)), h.ClientSet())
+		p.startStatusWriter(ctx, dyn, leadership)
 	}
 	return p, nil
 }
@@ -219,18 +224,11 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 		p.cache.mu.Unlock()
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	if !p.podsSynced && !p.podsReady() {
+	if !p.podsSyncedLocked() {
 		p.cache.mu.Unlock()
 		state.Write(stateKey, &stateData{rebuilding: true})
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "quota usage is being rebuilt from the assigned pods")
 	}
-	if !p.podsSynced {
-		// The pods may have been charged before their claims and
-		// DeviceClasses were seen.
-		p.cache.rechargeAllLocked()
-	}
-	// The pod handlers stay synced once they are; asking costs a lock.
-	p.podsSynced = true
 	var request elastic.Request
 	var verdict elastic.Verdict
 	var ask *gangAsk
@@ -298,6 +296,23 @@ func (p *Plugin) PreFilter(ctx context.Context, state fwk.CycleState, pod *corev
 			fmt.Sprintf("ResourceFlavor %q of quota node %q does not exist", flavor, verdict.Leaf))
 	}
 	return nil, nil
+}
+
+// podsSyncedLocked says whether the pod and claim handlers have seen every
+// object once since the start.
+func (p *Plugin) podsSyncedLocked() bool {
+	// They stay synced once they are; asking costs a lock.
+	if p.podsSynced {
+		return true
+	}
+	if !p.podsReady() {
+		return false
+	}
+	// The pods may have been charged before their claims and DeviceClasses
+	// were seen.
+	p.cache.rechargeAllLocked()
+	p.podsSynced = true
+	return true
 }
 
 // PreFilterExtensions is nil: quota is not per node, so adding or removing a pod

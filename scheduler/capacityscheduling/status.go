@@ -1,10 +1,11 @@
 package capacityscheduling
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
-	"os"
+	"sync/atomic"
 	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -14,22 +15,38 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 )
 
-// statusLease is the lease that elects the one scheduler replica writing tree
-// status. kube-scheduler's own election does not reach plugins: every replica
-// builds its plugins, only the leader schedules.
-const statusLease = "quotascale-capacity-scheduling-status"
+// Leadership tells the plugin whether its scheduler replica leads.
+// kube-scheduler builds the plugins of every replica but schedules only on the
+// one its leader election chose: only that replica holds the reservations,
+// holds and gang reservations that tree status must show, so only that one
+// writes it. The zero value does not lead.
+type Leadership struct {
+	leading atomic.Bool
+}
+
+// SetLeading says whether this replica leads from now on.
+func (l *Leadership) SetLeading(leading bool) { l.leading.Store(leading) }
+
+// Leading says whether this replica leads; a nil Leadership never does.
+func (l *Leadership) Leading() bool { return l != nil && l.leading.Load() }
+
+// Factory is the plugin's factory for a scheduler that reports through l
+// whether it leads; its status writer writes only while l says so.
+func (l *Leadership) Factory() frameworkruntime.PluginFactory {
+	return func(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return build(ctx, obj, h, l)
+	}
+}
 
 // statusWriter writes every tree's conditions and the per-node figures of the tree
 // in force, at most once per interval rather than on every pod event.
@@ -46,42 +63,78 @@ type statusWriter struct {
 	trees    cache.Store
 	client   dynamic.Interface
 	interval time.Duration
-	// written is when each tree's status was last written, by UID; only
-	// writeAll's goroutine uses it.
+	// leading says whether this scheduler replica leads; synced, whether
+	// usage has been rebuilt from every pod and claim since the start. A
+	// standby or a fresh start would otherwise publish usage without the
+	// leader's reservations, or near zero.
+	leading, synced func() bool
+	// written is when each tree's status was last written, by UID; state is
+	// why the last tick did not write, or "writing". Only run's goroutine
+	// uses them.
 	written map[types.UID]time.Time
+	state   string
 }
 
 // busyIntervals is how many intervals apart the figures are written while
 // usage keeps changing.
 const busyIntervals = 5
 
-// run elects a leader and writes status while leading, until ctx ends.
-func (w *statusWriter) run(ctx context.Context, kube kubernetes.Interface) {
-	logger := klog.FromContext(ctx).WithName("status")
-	host, _ := os.Hostname()
-	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, schedulingv1beta1.EnforcedNamespace, statusLease,
-		kube.CoreV1(), kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: host + "_" + string(uuid.NewUUID())})
-	if err != nil {
-		logger.Error(err, "Creating the status lease lock; tree status will not be written")
+// startStatusWriter writes tree status from this replica while leadership says
+// it leads, until ctx ends.
+func (p *Plugin) startStatusWriter(ctx context.Context, client dynamic.Interface, leadership *Leadership) {
+	w := &statusWriter{cache: p.cache, trees: p.trees.GetStore(), client: client, interval: p.args.StatusUpdateInterval.Duration,
+		leading: leadership.Leading, synced: p.usageSynced}
+	go w.run(klog.NewContext(ctx, klog.FromContext(ctx).WithName(Name).WithName("status")))
+}
+
+// usageSynced says whether the pod and claim handlers have seen every object
+// once. The tree and flavor handlers have: the plugin is built only then.
+func (p *Plugin) usageSynced() bool {
+	p.cache.mu.Lock()
+	defer p.cache.mu.Unlock()
+	return p.podsSyncedLocked()
+}
+
+// run ticks every interval until ctx ends.
+func (w *statusWriter) run(ctx context.Context) {
+	wait.UntilWithContext(ctx, w.tick, w.interval)
+}
+
+// tick writes status if this replica leads and its usage is rebuilt.
+func (w *statusWriter) tick(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	why := w.notWriting()
+	w.logChange(logger, why)
+	if why != "" {
+		logger.V(5).Info("Skipping ElasticQuotaTree status", "reason", why)
 		return
 	}
-	for ctx.Err() == nil {
-		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
-			Lock:            lock,
-			LeaseDuration:   15 * time.Second,
-			RenewDeadline:   10 * time.Second,
-			RetryPeriod:     2 * time.Second,
-			ReleaseOnCancel: true,
-			Name:            statusLease,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					logger.V(2).Info("Writing ElasticQuotaTree status")
-					wait.UntilWithContext(ctx, w.writeAll, w.interval)
-				},
-				OnStoppedLeading: func() { logger.V(2).Info("Stopped writing ElasticQuotaTree status") },
-			},
-		})
+	w.writeAll(ctx)
+}
+
+// notWriting is why this replica may not write status now; empty when it may.
+func (w *statusWriter) notWriting() string {
+	switch {
+	case !w.leading():
+		return "this scheduler replica does not lead"
+	case !w.synced():
+		return "usage is still being rebuilt from the assigned pods"
 	}
+	return ""
+}
+
+// logChange logs when the writer starts writing, or stops for a new reason.
+func (w *statusWriter) logChange(logger klog.Logger, why string) {
+	state := cmp.Or(why, "writing")
+	if state == w.state {
+		return
+	}
+	w.state = state
+	if why == "" {
+		logger.V(2).Info("Writing ElasticQuotaTree status")
+		return
+	}
+	logger.V(2).Info("Not writing ElasticQuotaTree status", "reason", why)
 }
 
 func (w *statusWriter) writeAll(ctx context.Context) {

@@ -25,15 +25,7 @@ func TestStatusWritesBatchWhileUsageKeepsChanging(t *testing.T) {
 	h := newHarness(t, world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "32")}})
 	h.waitForTree("the tree in force", func(t *elastic.Tree) bool { return t != nil })
 	w := &statusWriter{cache: h.plugin.cache, trees: h.plugin.trees.GetStore(), client: h.trees, interval: interval}
-	writes := func() int {
-		n := 0
-		for _, a := range h.trees.Actions() {
-			if a.Matches("update", "elasticquotatrees") && a.GetSubresource() == "status" {
-				n++
-			}
-		}
-		return n
-	}
+	writes := h.statusWrites
 	charged := 0
 	charge := func() {
 		charged++
@@ -99,6 +91,75 @@ func TestStatusWritesBatchWhileUsageKeepsChanging(t *testing.T) {
 	h.clock.Step(interval)
 	h.plugin.syncTrees(klog.FromContext(h.ctx))
 	tick("a charge still for an interval, after a tree event", 0, 6)
+}
+
+// statusWrites counts the tree status updates sent so far.
+func (h *harness) statusWrites() int {
+	n := 0
+	for _, a := range h.trees.Actions() {
+		if a.Matches("update", "elasticquotatrees") && a.GetSubresource() == "status" {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStatusIsWrittenByTheLeaderOnceUsageIsRebuilt: a replica writes tree
+// status only while it leads and once its pod and claim handlers have seen
+// every object; a standby, or a fresh start, would publish usage without the
+// leader's reservations, or near zero.
+func TestStatusIsWrittenByTheLeaderOnceUsageIsRebuilt(t *testing.T) {
+	h := newHarness(t, world{tree: teamsTree, nodes: []*corev1.Node{node("n1", "32")}})
+	h.waitForTree("the tree in force", func(t *elastic.Tree) bool { return t != nil })
+	leadership := &Leadership{}
+	// The harness's handlers have synced; this plugin's first answer is
+	// what the test says.
+	podsReady := false
+	h.plugin.podsReady = func() bool { return podsReady }
+	w := &statusWriter{cache: h.plugin.cache, trees: h.plugin.trees.GetStore(), client: h.trees, interval: time.Second,
+		leading: leadership.Leading, synced: h.plugin.usageSynced}
+	for _, step := range []struct {
+		name            string
+		leading, synced bool
+		wantWrites      int
+	}{
+		{"a standby whose usage is rebuilt", false, true, 0},
+		{"the leader while its pods are not all seen", true, false, 0},
+		{"the leader once its usage is rebuilt", true, true, 1},
+	} {
+		leadership.SetLeading(step.leading)
+		podsReady = step.synced
+		h.clock.Step(busyIntervals * time.Second)
+		w.tick(h.ctx)
+		if got := h.statusWrites(); got != step.wantWrites {
+			t.Fatalf("%s: %d status writes, want %d", step.name, got, step.wantWrites)
+		}
+	}
+	// Once rebuilt, usage stays rebuilt: the handlers do not unsync.
+	podsReady = false
+	if !h.plugin.usageSynced() {
+		t.Error("usage is not rebuilt any more after its handlers synced once")
+	}
+}
+
+// TestLeadership: nothing leads until told.
+func TestLeadership(t *testing.T) {
+	var none *Leadership
+	if none.Leading() {
+		t.Error("a nil Leadership leads")
+	}
+	l := &Leadership{}
+	if l.Leading() {
+		t.Error("a new Leadership leads")
+	}
+	l.SetLeading(true)
+	if !l.Leading() {
+		t.Error("a Leadership told it leads does not")
+	}
+	l.SetLeading(false)
+	if l.Leading() {
+		t.Error("a Leadership told it stopped leading still leads")
+	}
 }
 
 // TestFiguresOnly: a status differing in its figures alone is told from one

@@ -23,37 +23,62 @@ import (
 const repoRoot = "../.."
 
 var (
-	binaryOnce sync.Once
+	binariesMu sync.Mutex
 	binaryDir  string
-	binaryPath string
-	binaryErr  error
+	// binaries are the programs built so far, by package.
+	binaries = map[string]*builtBinary{}
 )
+
+type builtBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 // autoscalerBinary builds the real cluster-autoscaler program once per test
 // binary, as a user gets it from `make build`, and returns its path.
 func autoscalerBinary(t *testing.T) string {
 	t.Helper()
-	binaryOnce.Do(func() {
-		binaryDir, binaryErr = os.MkdirTemp("", "quotascale-e2e-bin")
-		if binaryErr != nil {
-			return
+	return buildBinary(t, "./cluster-autoscaler", "cluster-autoscaler")
+}
+
+// buildBinary builds the program of pkg, named name, once per test binary and
+// returns its path.
+func buildBinary(t *testing.T, pkg, name string) string {
+	t.Helper()
+	binariesMu.Lock()
+	b, ok := binaries[pkg]
+	if !ok {
+		b = &builtBinary{}
+		binaries[pkg] = b
+	}
+	if binaryDir == "" {
+		dir, err := os.MkdirTemp("", "quotascale-e2e-bin")
+		if err != nil {
+			binariesMu.Unlock()
+			t.Fatal(err)
 		}
-		binaryPath = filepath.Join(binaryDir, "cluster-autoscaler")
-		build := exec.Command("go", "build", "-o", binaryPath, "./cluster-autoscaler")
+		binaryDir = dir
+	}
+	dir := binaryDir
+	binariesMu.Unlock()
+	b.once.Do(func() {
+		b.path = filepath.Join(dir, name)
+		build := exec.Command("go", "build", "-o", b.path, pkg)
 		build.Dir = repoRoot
 		var out bytes.Buffer
 		build.Stdout, build.Stderr = &out, &out
 		if err := build.Run(); err != nil {
-			binaryErr = fmt.Errorf("go build ./cluster-autoscaler: %w\n%s", err, out.String())
+			b.err = fmt.Errorf("go build %s: %w\n%s", pkg, err, out.String())
 		}
 	})
-	if binaryErr != nil {
-		t.Fatal(binaryErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return binaryPath
+	return b.path
 }
 
-// removeBuiltBinaries deletes what autoscalerBinary built; TestMain calls it.
+// removeBuiltBinaries deletes what buildBinary built; TestMain calls it.
 func removeBuiltBinaries() {
 	if binaryDir != "" {
 		_ = os.RemoveAll(binaryDir)

@@ -82,7 +82,6 @@ func chartAutoscalerAccess(ns string) (allowed, denied []rbacAccess) {
 		{verb: "create", resource: "nodes"},
 		{verb: "get", resource: "configmaps", namespace: "kube-system", name: "x"},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: ns, name: "quotascale-scheduler"},
-		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "quotascale-capacity-scheduling-status"},
 		{verb: "update", group: "scheduling.sigs.k8s.io", resource: "elasticquotatrees", subresource: "status", namespace: "kube-system", name: "t"},
 		{verb: "update", group: "autoscaling.x-k8s.io", resource: "capacityquotas", name: "q"},
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings"},
@@ -127,13 +126,10 @@ func chartSchedulerAccess(ns, leaseNS string) (allowed, denied []rbacAccess) {
 		{verb: "get", group: "kueue.x-k8s.io", resource: "resourceflavors", name: "spot"},
 		{verb: "create", group: "events.k8s.io", resource: "events", namespace: "kube-system"},
 		{verb: "patch", group: "events.k8s.io", resource: "events", namespace: "team-a"},
-		// Leases: leader election and the status writer's.
+		// The leader Lease, which also decides the replica writing tree status.
 		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: leaseNS},
 		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: leaseNS, name: "quotascale-scheduler"},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: leaseNS, name: "quotascale-scheduler"},
-		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system"},
-		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "quotascale-capacity-scheduling-status"},
-		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "quotascale-capacity-scheduling-status"},
 	}
 	denied = []rbacAccess{
 		{verb: "get", resource: "secrets", namespace: ns, name: "x"},

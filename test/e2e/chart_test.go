@@ -187,10 +187,8 @@ func chartSchedulerCoreObjects(ns string) []string {
 		"Deployment " + ns + "/quotascale-scheduler",
 		"PodDisruptionBudget " + ns + "/quotascale-scheduler",
 		"Role " + ns + "/quotascale-scheduler-leader-election",
-		"Role kube-system/quotascale-scheduler-status-lease",
 		"RoleBinding " + ns + "/quotascale-scheduler-leader-election",
 		"RoleBinding kube-system/quotascale-scheduler-authentication-reader",
-		"RoleBinding kube-system/quotascale-scheduler-status-lease",
 		"Service " + ns + "/quotascale-scheduler-metrics",
 		"ServiceAccount " + ns + "/quotascale-scheduler",
 	}
