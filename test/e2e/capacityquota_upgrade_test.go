@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -15,7 +16,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/utils/ptr"
 
 	"github.com/quotascale/quotascale/localcluster"
 )
@@ -46,7 +49,7 @@ func TestCapacityQuotaUpgradeFromUpstreamV1alpha1(t *testing.T) {
 	// The cluster as upstream's 1.36 left it: v1alpha1 quotas, with that
 	// release's conditions.
 	u.deleteCRD(t, ctx)
-	if _, err := u.crds.Create(ctx, previous, metav1.CreateOptions{}); err != nil {
+	if _, err := u.crds.Create(ctx, previous, metav1.CreateOptions{FieldManager: "kubectl-client-side-apply"}); err != nil {
 		t.Fatalf("creating upstream's previous CRD: %v", err)
 	}
 	u.wantStoredVersions(t, ctx, "v1alpha1")
@@ -57,7 +60,7 @@ func TestCapacityQuotaUpgradeFromUpstreamV1alpha1(t *testing.T) {
 	u.wantRefused(t, ctx, ourPrevious, `status.storedVersions[0]: Invalid value: "v1alpha1": missing from spec.versions`)
 
 	// Upgrade: apply our CRD, then read the quota as either version.
-	u.replace(t, ctx, u.ours)
+	u.apply(t, ctx, u.ours)
 	u.wantStoredVersions(t, ctx, "v1alpha1", "v1beta1")
 	want := u.get(t, ctx, "v1alpha1")
 	for _, version := range []string{"v1beta1", "v1alpha1"} {
@@ -78,11 +81,18 @@ func TestCapacityQuotaUpgradeFromUpstreamV1alpha1(t *testing.T) {
 	// The way back to a release that knows only v1alpha1: upstream's old CRD
 	// is refused until the quotas are stored as v1alpha1 again.
 	u.wantRefused(t, ctx, previous, `status.storedVersions[0]: Invalid value: "v1beta1": missing from spec.versions`)
-	u.replace(t, ctx, u.storedAs("v1alpha1"))
+	u.storeAsV1alpha1(t, ctx)
 	u.rewrite(t, ctx, "v1alpha1")
 	u.setStoredVersions(t, ctx, "v1alpha1")
-	u.replace(t, ctx, previous)
+	u.apply(t, ctx, previous)
 	u.wantStoredVersions(t, ctx, "v1alpha1")
+	back, err := u.crds.Get(ctx, u.ours.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(previous.Spec.Versions, back.Spec.Versions); diff != "" {
+		t.Errorf("versions after the way back (-upstream's previous +got):\n%s", diff)
+	}
 	if diff := cmp.Diff(want.Object["spec"], u.get(t, ctx, "v1alpha1").Object["spec"]); diff != "" {
 		t.Errorf("spec after the way back (-before +after):\n%s", diff)
 	}
@@ -107,15 +117,6 @@ func (u *upgrade) onlyVersion(name string) *apiextensionsv1.CustomResourceDefini
 	return crd
 }
 
-// storedAs is our CRD with storage moved to version.
-func (u *upgrade) storedAs(version string) *apiextensionsv1.CustomResourceDefinition {
-	crd := u.ours.DeepCopy()
-	for i := range crd.Spec.Versions {
-		crd.Spec.Versions[i].Storage = crd.Spec.Versions[i].Name == version
-	}
-	return crd
-}
-
 func (u *upgrade) deleteCRD(t *testing.T, ctx context.Context) {
 	t.Helper()
 	if err := u.crds.Delete(ctx, u.ours.Name, metav1.DeleteOptions{}); err != nil {
@@ -130,31 +131,47 @@ func (u *upgrade) deleteCRD(t *testing.T, ctx context.Context) {
 	})
 }
 
-// replace updates the CRD to desired, as kubectl apply or replace would.
-func (u *upgrade) replace(t *testing.T, ctx context.Context, desired *apiextensionsv1.CustomResourceDefinition) {
+// apply applies desired as `kubectl apply --server-side --force-conflicts`
+// does: the fields other managers set (an earlier client-side apply, a
+// patch) are taken over, and those kubectl applied before and desired lacks
+// are removed.
+func (u *upgrade) apply(t *testing.T, ctx context.Context, desired *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	if err := u.update(ctx, desired); err != nil {
-		t.Fatalf("replacing CRD %s: %v", desired.Name, err)
+	if err := u.applyCRD(ctx, desired); err != nil {
+		t.Fatalf("applying CRD %s: %v", desired.Name, err)
 	}
 }
 
 func (u *upgrade) wantRefused(t *testing.T, ctx context.Context, desired *apiextensionsv1.CustomResourceDefinition, want string) {
 	t.Helper()
-	err := u.update(ctx, desired)
+	err := u.applyCRD(ctx, desired)
 	if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("replacing CRD %s: error %v, want Invalid with %q", desired.Name, err, want)
 	}
 }
 
-func (u *upgrade) update(ctx context.Context, desired *apiextensionsv1.CustomResourceDefinition) error {
-	current, err := u.crds.Get(ctx, desired.Name, metav1.GetOptions{})
+func (u *upgrade) applyCRD(ctx context.Context, desired *apiextensionsv1.CustomResourceDefinition) error {
+	obj := desired.DeepCopy()
+	obj.APIVersion, obj.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
+	obj.Status = apiextensionsv1.CustomResourceDefinitionStatus{}
+	body, err := json.Marshal(obj)
 	if err != nil {
 		return err
 	}
-	next := desired.DeepCopy()
-	next.ResourceVersion = current.ResourceVersion
-	_, err = u.crds.Update(ctx, next, metav1.UpdateOptions{})
+	_, err = u.crds.Patch(ctx, obj.Name, types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "kubectl", Force: ptr.To(true)})
 	return err
+}
+
+// storeAsV1alpha1 moves the CRD's storage version back to v1alpha1 with the
+// JSON patch the way back documents.
+func (u *upgrade) storeAsV1alpha1(t *testing.T, ctx context.Context) {
+	t.Helper()
+	patch := `[{"op":"test","path":"/spec/versions/0/name","value":"v1alpha1"},` +
+		`{"op":"replace","path":"/spec/versions/0/storage","value":true},` +
+		`{"op":"replace","path":"/spec/versions/1/storage","value":false}]`
+	if _, err := u.crds.Patch(ctx, u.ours.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-patch"}); err != nil {
+		t.Fatalf("moving storage to v1alpha1: %v", err)
+	}
 }
 
 func (u *upgrade) wantStoredVersions(t *testing.T, ctx context.Context, want ...string) {
@@ -169,15 +186,14 @@ func (u *upgrade) wantStoredVersions(t *testing.T, ctx context.Context, want ...
 }
 
 // setStoredVersions trims status.storedVersions once every object is stored
-// in versions, as `kubectl patch --subresource=status` does.
+// in versions, with `kubectl patch crd --subresource=status --type=merge`.
 func (u *upgrade) setStoredVersions(t *testing.T, ctx context.Context, versions ...string) {
 	t.Helper()
-	crd, err := u.crds.Get(ctx, u.ours.Name, metav1.GetOptions{})
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"storedVersions": versions}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd.Status.StoredVersions = versions
-	if _, err := u.crds.UpdateStatus(ctx, crd, metav1.UpdateOptions{}); err != nil {
+	if _, err := u.crds.Patch(ctx, u.ours.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-patch"}, "status"); err != nil {
 		t.Fatalf("setting storedVersions to %v: %v", versions, err)
 	}
 	u.wantStoredVersions(t, ctx, versions...)
