@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -163,15 +165,28 @@ func (u *upgrade) applyCRD(ctx context.Context, desired *apiextensionsv1.CustomR
 }
 
 // storeAsV1alpha1 moves the CRD's storage version back to v1alpha1 with the
-// JSON patch the way back documents.
+// JSON patch of the guide's way back, read from the guide.
 func (u *upgrade) storeAsV1alpha1(t *testing.T, ctx context.Context) {
 	t.Helper()
-	patch := `[{"op":"test","path":"/spec/versions/0/name","value":"v1alpha1"},` +
-		`{"op":"replace","path":"/spec/versions/0/storage","value":true},` +
-		`{"op":"replace","path":"/spec/versions/1/storage","value":false}]`
-	if _, err := u.crds.Patch(ctx, u.ours.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-patch"}); err != nil {
-		t.Fatalf("moving storage to v1alpha1: %v", err)
+	const command = "kubectl patch crd capacityquotas.autoscaling.x-k8s.io --type=json -p '"
+	guide := migrationGuide(t)
+	start := strings.Index(guide, command)
+	if start < 0 {
+		t.Fatalf("the migration guide has no %q", command)
 	}
+	patch, _, _ := strings.Cut(guide[start+len(command):], "'")
+	if _, err := u.crds.Patch(ctx, u.ours.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{FieldManager: "kubectl-patch"}); err != nil {
+		t.Fatalf("moving storage to v1alpha1 with the guide's patch %s: %v", patch, err)
+	}
+}
+
+func migrationGuide(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "docs", "migrating-from-upstream.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 func (u *upgrade) wantStoredVersions(t *testing.T, ctx context.Context, want ...string) {
@@ -192,6 +207,9 @@ func (u *upgrade) setStoredVersions(t *testing.T, ctx context.Context, versions 
 	patch, err := json.Marshal(map[string]any{"status": map[string]any{"storedVersions": versions}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if guide := migrationGuide(t); !strings.Contains(guide, "-p '"+string(patch)+"'") {
+		t.Errorf("the migration guide does not patch storedVersions with %s", patch)
 	}
 	if _, err := u.crds.Patch(ctx, u.ours.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-patch"}, "status"); err != nil {
 		t.Fatalf("setting storedVersions to %v: %v", versions, err)
