@@ -62,9 +62,12 @@ func TestCapacityQuotaUpgradeFromUpstreamV1alpha1(t *testing.T) {
 	u.wantRefused(t, ctx, ourPrevious, `status.storedVersions[0]: Invalid value: "v1alpha1": missing from spec.versions`)
 
 	// Upgrade: apply our CRD, then read the quota as either version.
+	want := u.get(t, ctx, "v1alpha1")
+	if want.Object["status"] == nil {
+		t.Fatal("the quota has no status before the upgrade")
+	}
 	u.apply(t, ctx, u.ours)
 	u.wantStoredVersions(t, ctx, "v1alpha1", "v1beta1")
-	want := u.get(t, ctx, "v1alpha1")
 	for _, version := range []string{"v1beta1", "v1alpha1"} {
 		got := u.get(t, ctx, version)
 		if diff := cmp.Diff(want.Object["spec"], got.Object["spec"]); diff != "" {
