@@ -54,6 +54,9 @@ func Generate(root string) (map[string][]byte, error) {
 		return nil, fmt.Errorf("unrolling %s: %w", eqt, err)
 	}
 	files[eqt] = unrolled
+	if err := addServedAliases(files); err != nil {
+		return nil, err
+	}
 	return files, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
@@ -71,6 +72,39 @@ func TestGenerate(t *testing.T) {
 		}}
 		if diff := cmp.Diff(want, rules); diff != "" {
 			t.Errorf("deepest children validation (-want +got):\n%s", diff)
+		}
+	})
+
+	// Conversion strategy None is only lossless while both versions share
+	// one schema; the API server refuses a CRD with two storage versions.
+	t.Run("CapacityQuota v1alpha1 is served as v1beta1", func(t *testing.T) {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.UnmarshalStrict(files["apis/crds/autoscaling.x-k8s.io_capacityquotas.yaml"], &crd); err != nil {
+			t.Fatal(err)
+		}
+		if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy != apiextensionsv1.NoneConverter {
+			t.Errorf("conversion %+v, want None", crd.Spec.Conversion)
+		}
+		byName := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
+		var names []string
+		for _, v := range crd.Spec.Versions {
+			byName[v.Name] = v
+			names = append(names, v.Name)
+		}
+		if diff := cmp.Diff([]string{"v1alpha1", "v1beta1"}, names); diff != "" {
+			t.Fatalf("versions (-want +got):\n%s", diff)
+		}
+		alpha, beta := byName["v1alpha1"], byName["v1beta1"]
+		if !alpha.Served || alpha.Storage || !alpha.Deprecated || alpha.DeprecationWarning != nil {
+			t.Errorf("v1alpha1 served %t storage %t deprecated %t warning %v, want served, not stored, deprecated with the default warning",
+				alpha.Served, alpha.Storage, alpha.Deprecated, alpha.DeprecationWarning)
+		}
+		if !beta.Served || !beta.Storage || beta.Deprecated {
+			t.Errorf("v1beta1 served %t storage %t deprecated %t, want served, stored, current", beta.Served, beta.Storage, beta.Deprecated)
+		}
+		alpha.Name, alpha.Storage, alpha.Deprecated = beta.Name, beta.Storage, beta.Deprecated
+		if diff := cmp.Diff(beta, alpha); diff != "" {
+			t.Errorf("v1alpha1 differs from v1beta1 beyond name, storage and deprecation (-v1beta1 +v1alpha1):\n%s", diff)
 		}
 	})
 }

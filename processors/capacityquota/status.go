@@ -25,7 +25,8 @@ var Resource = autoscalingv1beta1.SchemeGroupVersion.WithResource("capacityquota
 
 // StatusWriter writes each quota's status as upstream does: status.used from the
 // registered nodes only, observedGeneration, and the
-// cluster-autoscaler.kubernetes.io/valid condition. Only the leader runs it.
+// cluster-autoscaler.kubernetes.io/valid and Reconciled conditions. Only the
+// leader runs it.
 type StatusWriter struct {
 	Client    dynamic.Interface
 	Processor *Processor
@@ -67,21 +68,36 @@ func (w *StatusWriter) Write(ctx context.Context) error {
 func desiredStatus(obj *autoscalingv1beta1.CapacityQuota, s capacity.QuotaStatus, missing bool, notes []string) autoscalingv1beta1.CapacityQuotaStatus {
 	status := *obj.Status.DeepCopy()
 	status.ObservedGeneration = obj.Generation
-	cond := metav1.Condition{
-		Type: autoscalingv1beta1.ValidCondition, Status: metav1.ConditionTrue,
-		Reason: autoscalingv1beta1.ValidReason, Message: autoscalingv1beta1.ValidMessage,
-		ObservedGeneration: obj.Generation,
-	}
-	if !s.Valid {
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, autoscalingv1beta1.InvalidReason, s.Message
-	}
-	meta.SetStatusCondition(&status.Conditions, cond)
+	setValidConditions(&status, obj.Generation, s)
 	setDeviceClassesCondition(&status, obj, missing, notes)
 	status.Used = nil
 	if s.Valid {
 		status.Used = &autoscalingv1beta1.CapacityQuotaUsage{Resources: capacity.FromCoreList(s.Used)}
 	}
 	return status
+}
+
+// setValidConditions writes the valid and Reconciled conditions as upstream's
+// status controller does: an invalid quota is not reconciled (its usage is not
+// computed), a valid one is, since the processor's snapshot of the nodes is
+// what status.used is computed from.
+func setValidConditions(status *autoscalingv1beta1.CapacityQuotaStatus, generation int64, s capacity.QuotaStatus) {
+	valid := metav1.Condition{
+		Type: autoscalingv1beta1.ValidCondition, Status: metav1.ConditionTrue,
+		Reason: autoscalingv1beta1.ValidReason, Message: autoscalingv1beta1.ValidMessage,
+		ObservedGeneration: generation,
+	}
+	reconciled := metav1.Condition{
+		Type: autoscalingv1beta1.ReconciledCondition, Status: metav1.ConditionTrue,
+		Reason: autoscalingv1beta1.ReconciliationSucceededReason, Message: autoscalingv1beta1.ReconciledMessage,
+		ObservedGeneration: generation,
+	}
+	if !s.Valid {
+		valid.Status, valid.Reason, valid.Message = metav1.ConditionFalse, autoscalingv1beta1.InvalidReason, s.Message
+		reconciled.Status, reconciled.Reason, reconciled.Message = metav1.ConditionFalse, autoscalingv1beta1.ReconciliationFailedReason, autoscalingv1beta1.ValidationFailedMessage
+	}
+	meta.SetStatusCondition(&status.Conditions, valid)
+	meta.SetStatusCondition(&status.Conditions, reconciled)
 }
 
 // setDeviceClassesCondition writes DeviceClassesCondition on a quota that

@@ -18,14 +18,30 @@ const (
 	ResourceNodes ResourceName = "nodes"
 
 	// ValidCondition is the condition the autoscaler maintains. Only quotas where it
-	// is True are enforced.
+	// is True are enforced. Its type, reasons and messages are upstream's, so
+	// that tools written for upstream's autoscaler read it unchanged.
 	ValidCondition = "cluster-autoscaler.kubernetes.io/valid"
 	// ValidReason is the reason of a True ValidCondition.
-	ValidReason = "Valid"
-	// InvalidReason is the reason of a False ValidCondition.
-	InvalidReason = "Invalid"
+	ValidReason = "ValidationSucceeded"
+	// InvalidReason is the reason of a False ValidCondition, whose message
+	// lists every problem, joined by "; ".
+	InvalidReason = "ValidationFailed"
 	// ValidMessage is the message of a True ValidCondition.
 	ValidMessage = "CapacityQuota is valid"
+
+	// ReconciledCondition says whether the autoscaler brought the quota's
+	// status up to date with its spec and the cluster's nodes; upstream's
+	// public API defines it on both v1alpha1 and v1beta1.
+	ReconciledCondition = "Reconciled"
+	// ReconciliationSucceededReason is the reason of a True ReconciledCondition.
+	ReconciliationSucceededReason = "ReconciliationSucceeded"
+	// ReconciliationFailedReason is the reason of a False ReconciledCondition.
+	ReconciliationFailedReason = "ReconciliationFailed"
+	// ReconciledMessage is the message of a True ReconciledCondition.
+	ReconciledMessage = "CapacityQuota successfully reconciled"
+	// ValidationFailedMessage is the message of a False ReconciledCondition on
+	// an invalid quota: its status.used is not computed.
+	ValidationFailedMessage = "Validation failed"
 
 	// DeviceClassesCondition is Quotascale's, on quotas that limit a device
 	// class (<class>.deviceclass.resource.k8s.io/devices): True when every
@@ -112,7 +128,7 @@ type CapacityQuotaStatus struct {
 	// +optional
 	Used *CapacityQuotaUsage `json:"used,omitempty"`
 
-	// Conditions include cluster-autoscaler.kubernetes.io/valid.
+	// Conditions include cluster-autoscaler.kubernetes.io/valid and Reconciled.
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
