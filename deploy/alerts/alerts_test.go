@@ -563,6 +563,12 @@ load 1m
 // each checkpoint's evaluation, sorted by labels.
 func evaluate(t *testing.T, load string, checkpoints []at) [][]alert {
 	t.Helper()
+	return evaluateRules(t, ruleFile, load, checkpoints)
+}
+
+// evaluateRules is evaluate over the rule file at path.
+func evaluateRules(t *testing.T, path, load string, checkpoints []at) [][]alert {
+	t.Helper()
 	// The LazyLoader's engine uses the stock parser, as newParser does.
 	suite, err := promqltest.NewLazyLoader(load, promqltest.LazyLoaderOpts{
 		EnableAtModifier:     true,
@@ -586,9 +592,9 @@ func evaluate(t *testing.T, load string, checkpoints []at) [][]alert {
 		Logger:     discardLogger(),
 		Parser:     newParser(),
 	})
-	groupsByKey, errs := m.LoadGroups(evalInterval, labels.EmptyLabels(), "", nil, false, ruleFile)
+	groupsByKey, errs := m.LoadGroups(evalInterval, labels.EmptyLabels(), "", nil, false, path)
 	if len(errs) > 0 {
-		t.Fatalf("loading %s: %v", ruleFile, errs)
+		t.Fatalf("loading %s: %v", path, errs)
 	}
 	// Evaluate groups in a fixed order.
 	keys := make([]string, 0, len(groupsByKey))

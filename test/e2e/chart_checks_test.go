@@ -399,15 +399,16 @@ func checkChartScheduler(t *testing.T, r *chartRendering, want chartWant) {
 	}
 }
 
-// checkMonitoring: the PrometheusRule carries files/alerts.yaml unchanged.
-func checkChartMonitoring(t *testing.T, r *chartRendering, alerts []byte) {
+// checkMonitoring: the PrometheusRule carries files/alerts.yaml's rules, with
+// their runbook links pinned to the chart's app version.
+func checkChartMonitoring(t *testing.T, r *chartRendering, alerts []byte, appVersion string) {
 	t.Helper()
 	rule := r.find("PrometheusRule", chartRelease)
 	if rule == nil {
 		return
 	}
 	var want map[string]any
-	if err := yaml.Unmarshal(alerts, &want); err != nil {
+	if err := yaml.Unmarshal([]byte(strings.ReplaceAll(string(alerts), "/blob/main/docs/runbooks/", "/blob/"+appVersion+"/docs/runbooks/")), &want); err != nil {
 		t.Fatal(err)
 	}
 	// Both through JSON, so that numbers and nesting compare alike.

@@ -478,7 +478,7 @@ scheduler:
 			autoscalerOpts := checkChartAutoscaler(t, r, want)
 			checkChartScheduler(t, r, want)
 			checkChartWebhook(t, r, ns, want)
-			checkChartMonitoring(t, r, alerts)
+			checkChartMonitoring(t, r, alerts, ch.Metadata.AppVersion)
 			checkChartDashboard(t, r)
 			if autoscalerOpts != nil {
 				// The autoscaler exits at start unless its RBAC allows all it

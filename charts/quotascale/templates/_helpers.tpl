@@ -281,3 +281,12 @@ scheduler.webhook.certificateSecret.
 {{- define "quotascale.scheduler.webhookSecret" -}}
 {{- .Values.scheduler.webhook.certificateSecret | default (printf "%s-webhook-tls" (include "quotascale.scheduler.fullname" .)) -}}
 {{- end -}}
+
+{{/*
+Where the alerts' runbook_url annotations point: the runbooks of this chart's
+app version by default, so that a link never changes under an installed release.
+*/}}
+{{- define "quotascale.runbookBaseURL" -}}
+{{- $base := .Values.monitoring.prometheusRule.runbookBaseURL | default (printf "https://github.com/quotascale/quotascale/blob/%s/docs/runbooks/" .Chart.AppVersion) -}}
+{{- if hasSuffix "/" $base }}{{ $base }}{{ else }}{{ $base }}/{{ end -}}
+{{- end }}
