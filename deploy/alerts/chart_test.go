@@ -120,9 +120,12 @@ func TestChartTunedRules(t *testing.T) {
 	tuned := func(quota string) map[string]string {
 		return map[string]string{"alertname": "CapacityQuotaInvalid", "severity": "info", "quota": quota, "team": "platform", "pager": "no"}
 	}
-	// A quota invalid for 12 minutes, and blocked scale-ups all along.
+	// A quota invalid for 12 minutes, and blocked scale-ups all along, under
+	// an autoscaler whose loops run every minute.
 	load := `
 load 1m
+  cluster_autoscaler_last_activity{activity="main",instance="10.0.0.7:8085",pod="quotascale-autoscaler-0"} 0+60x16
+  cluster_autoscaler_last_activity{activity="mainSuccessful",instance="10.0.0.7:8085",pod="quotascale-autoscaler-0"} 0+60x16
   quotascale_capacity_quota_valid{quota="bad-selector",instance="10.0.0.7:8085",pod="quotascale-autoscaler-0"} 0x11 1x5
   quotascale_capacity_quota_scale_up_blocked_total{quota="q",resource="cpu",node_group="ng",instance="10.0.0.7:8085",pod="quotascale-autoscaler-0"} 0+1x16
 `
