@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/chartutil"
 	appsv1 "k8s.io/api/apps/v1"
 )
 
@@ -173,6 +174,25 @@ func TestChartCloudProviderRequired(t *testing.T) {
 	}
 	if !strings.Contains(r.notes, "kwok provider") {
 		t.Errorf("NOTES.txt does not name the kwok provider:\n%s", r.notes)
+	}
+}
+
+// TestChartKubeVersion: Chart.yaml's kubeVersion follows Kubernetes' version
+// skew policy for the kube-scheduler the chart ships (1.37): not newer than the
+// API server, at most one minor version older. Helm refuses an install outside
+// the range before it renders anything, with scheduler.enabled or not.
+func TestChartKubeVersion(t *testing.T) {
+	ch := loadChart(t)
+	for v, want := range map[string]bool{
+		"v1.36.9":          false,
+		"v1.37.0":          true,
+		"v1.37.2-gke.1200": true,
+		"v1.38.4":          true,
+		"v1.39.0":          false,
+	} {
+		if got := chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, v); got != want {
+			t.Errorf("kubeVersion %q on a %s control plane: compatible=%v, want %v", ch.Metadata.KubeVersion, v, got, want)
+		}
 	}
 }
 
