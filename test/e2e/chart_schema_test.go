@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v3/pkg/chartutil"
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 // TestChartValuesSchema feeds bad values: values.schema.json or the templates
@@ -174,6 +175,36 @@ func TestChartCloudProviderRequired(t *testing.T) {
 	}
 	if !strings.Contains(r.notes, "kwok provider") {
 		t.Errorf("NOTES.txt does not name the kwok provider:\n%s", r.notes)
+	}
+}
+
+// TestChartAutoscalerLeaseName: a Lease renamed with extraArgs (for example to
+// share another autoscaler's) is the one the Role lets the autoscaler hold;
+// otherwise leader election is refused and no replica ever leads.
+func TestChartAutoscalerLeaseName(t *testing.T) {
+	ch := loadChart(t)
+	caps := chartClusterCapabilities(t)
+	for values, want := range map[string]string{
+		"autoscaler:\n  cloudProvider: clusterapi\n":                                                             "cluster-autoscaler",
+		"autoscaler:\n  cloudProvider: clusterapi\n  extraArgs:\n    leader-elect-resource-name: shared-lease\n": "shared-lease",
+	} {
+		r, err := renderChart(ch, values, "quotascale-system", caps)
+		if err != nil {
+			t.Fatalf("rendering:\n%s\n%v", values, err)
+		}
+		o := r.find("Role", "quotascale-cluster-autoscaler")
+		if o == nil {
+			t.Fatal("no autoscaler Role")
+		}
+		var names []string
+		for _, rule := range chartFromUnstructured[rbacv1.Role](t, o).Rules {
+			if slices.Contains(rule.Resources, "leases") && slices.Contains(rule.Verbs, "update") {
+				names = append(names, rule.ResourceNames...)
+			}
+		}
+		if diff := cmp.Diff([]string{want}, names); diff != "" {
+			t.Errorf("Lease names the Role lets the autoscaler update (-want +got), values:\n%s\n%s", values, diff)
+		}
 	}
 }
 
