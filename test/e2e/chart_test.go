@@ -61,6 +61,53 @@ func loadChart(t *testing.T) *chart.Chart {
 	return ch
 }
 
+// chartDemoValues is charts/quotascale/values-demo.yaml, the only values that
+// select the kwok provider outside the tests' own.
+func chartDemoValues(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(chartDir, "values-demo.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// chartMergeValues merges values documents as `helm install -f a -f b` does: a
+// later document wins, maps merge key by key, anything else is replaced whole.
+func chartMergeValues(t *testing.T, docs ...string) string {
+	t.Helper()
+	merged := map[string]any{}
+	for _, doc := range docs {
+		v, err := chartutil.ReadValues([]byte(doc))
+		if err != nil {
+			t.Fatalf("reading values: %v\n%s", err, doc)
+		}
+		merged = chartMergeMaps(merged, v)
+	}
+	out, err := chartutil.Values(merged).YAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func chartMergeMaps(base, over map[string]any) map[string]any {
+	out := make(map[string]any, len(base)+len(over))
+	for k, v := range base {
+		out[k] = v
+	}
+	for k, v := range over {
+		if om, ok := v.(map[string]any); ok {
+			if bm, ok := out[k].(map[string]any); ok {
+				out[k] = chartMergeMaps(bm, om)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}
+
 // renderChart does what `helm install --dry-run` does up to the manifests:
 // coalesce values, validate them against values.schema.json, render in strict
 // mode (a template reading a missing value is an error).
@@ -259,11 +306,15 @@ func TestChartRender(t *testing.T) {
 	cases := []struct {
 		name   string
 		values string
+		// demo layers values over values-demo.yaml, as `-f values-demo.yaml -f
+		// values` would.
+		demo bool
 		// want is filled per case once the namespace is known.
 		want func(ns string) chartWant
 	}{
 		{
-			name: "defaults",
+			name: "demo-values",
+			demo: true,
 			want: func(ns string) chartWant {
 				w := chartWant{
 					objects:    chartObjectList(chartAutoscalerObjects(ns, true, true), chartSchedulerObjects(ns)),
@@ -344,6 +395,7 @@ autoscaler:
 		},
 		{
 			name: "replace-default-profile",
+			demo: true,
 			values: `
 scheduler:
   replaceDefaultProfile: true
@@ -381,6 +433,7 @@ scheduler:
 		},
 		{
 			name: "monitoring-on",
+			demo: true,
 			values: `
 monitoring:
   serviceMonitor:
@@ -414,6 +467,7 @@ monitoring:
 			name: "autoscaler-replicas-2",
 			values: `
 autoscaler:
+  cloudProvider: kwok
   replicas: 2
   podDisruptionBudget:
     minAvailable: 1
@@ -452,7 +506,11 @@ scheduler:
 			ns := createNamespace(t, ctx, "")
 			chartRestrictPodSecurity(t, ctx, ns)
 			want := tc.want(ns)
-			r, err := renderChart(ch, tc.values, ns, caps)
+			values := tc.values
+			if tc.demo {
+				values = chartMergeValues(t, chartDemoValues(t), values)
+			}
+			r, err := renderChart(ch, values, ns, caps)
 			if err != nil {
 				t.Fatalf("rendering: %v", err)
 			}

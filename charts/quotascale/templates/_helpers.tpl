@@ -65,6 +65,21 @@ app.kubernetes.io/managed-by: {{ .root.Release.Service }}
 {{- printf "%s-scheduler" (include "quotascale.fullname" .) -}}
 {{- end -}}
 
+{{/*
+The autoscaler's --cloud-provider. It has no default: kwok, the simulator,
+would otherwise be what a one-line install deploys into a real cluster. The
+schema refuses unknown names; this refuses the empty one. get, not a field
+access, so that a provider unset with --set autoscaler.cloudProvider=null gets
+this message too rather than strict mode's missing-key error.
+*/}}
+{{- define "quotascale.autoscaler.cloudProvider" -}}
+{{- $provider := get .Values.autoscaler "cloudProvider" | default "" -}}
+{{- if not (has $provider (list "clusterapi" "kwok")) -}}
+{{- fail "autoscaler.cloudProvider is required: set it to clusterapi (Cluster API node groups) or kwok (the simulated cloud of test and demo clusters, as in values-demo.yaml), or set autoscaler.enabled: false" -}}
+{{- end -}}
+{{- $provider -}}
+{{- end -}}
+
 {{- define "quotascale.autoscaler.serviceAccountName" -}}
 {{- if .Values.autoscaler.serviceAccount.create -}}
 {{- default (include "quotascale.autoscaler.fullname" .) .Values.autoscaler.serviceAccount.name -}}
