@@ -18,6 +18,7 @@ require (
 	golang.org/x/perf v0.0.0-20250813145418-2f7363a06fe1
 	golang.org/x/tools v0.51.0
 	gonum.org/v1/plot v0.17.0
+	gopkg.in/natefinch/lumberjack.v2 v2.2.1
 	helm.sh/helm/v3 v3.22.0
 	k8s.io/api v0.37.2
 	k8s.io/apiextensions-apiserver v0.37.0
@@ -234,7 +235,6 @@ require (
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	gopkg.in/go-jose/go-jose.v2 v2.6.3 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect
-	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	k8s.io/cloud-provider v0.37.2 // indirect
 	k8s.io/cluster-bootstrap v0.36.3 // indirect
 	k8s.io/code-generator v0.37.2 // indirect

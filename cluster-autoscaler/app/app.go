@@ -103,7 +103,7 @@ func New(ctx context.Context, opts config.Options, restConfig *restclient.Config
 	if quotas.trees != nil {
 		quotas.trees.PodGroups = pgs
 	}
-	visibility, err := openVisibilityLog(ctx, opts.VisibilityLogFile, status.VisibilityFormat(opts.VisibilityLogFormat))
+	visibility, err := openVisibilityLog(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

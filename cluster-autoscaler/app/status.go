@@ -17,13 +17,20 @@ import (
 	"github.com/quotascale/quotascale/processors/status"
 )
 
-// openVisibilityLog appends to path, or writes to stdout when path is empty; the
+// openVisibilityLog appends to --visibility-log-file, rotated by the
+// --visibility-log-max-* flags, or writes to stdout when no file is set; the
 // file is closed when ctx ends.
-func openVisibilityLog(ctx context.Context, path string, format status.VisibilityFormat) (*status.VisibilityLog, error) {
-	if path == "" {
+func openVisibilityLog(ctx context.Context, opts config.Options) (*status.VisibilityLog, error) {
+	format := status.VisibilityFormat(opts.VisibilityLogFormat)
+	if opts.VisibilityLogFile == "" {
 		return status.NewVisibilityLog(os.Stdout, format), nil
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	f, err := status.OpenVisibilityFile(opts.VisibilityLogFile, status.VisibilityFileRotation{
+		MaxSizeMB:  opts.VisibilityLogMaxSizeMB,
+		MaxBackups: opts.VisibilityLogMaxBackups,
+		MaxAgeDays: opts.VisibilityLogMaxAgeDays,
+		Compress:   opts.VisibilityLogCompress,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("--visibility-log-file: %w", err)
 	}

@@ -71,6 +71,13 @@ type Options struct {
 	VisibilityLogFile string
 	// VisibilityLogFormat names the schema of the visibility log's lines.
 	VisibilityLogFormat string
+	// Rotation of VisibilityLogFile: the size in megabytes that rotates it, the
+	// rotated files kept by count and by age in days (0: no limit), and
+	// whether rotated files are gzipped.
+	VisibilityLogMaxSizeMB  int
+	VisibilityLogMaxBackups int
+	VisibilityLogMaxAgeDays int
+	VisibilityLogCompress   bool
 	// Scale-down, as upstream's flags of the same names.
 	ScaleDownEnabled              bool
 	ScaleDownUtilizationThreshold float64
@@ -200,6 +207,10 @@ func Defaults() Options {
 	return Options{
 		CloudProviderName:                  "kwok",
 		VisibilityLogFormat:                string(status.FormatQuotascale),
+		VisibilityLogMaxSizeMB:             100,
+		VisibilityLogMaxBackups:            5,
+		VisibilityLogMaxAgeDays:            7,
+		VisibilityLogCompress:              true,
 		KubeAPIContentType:                 "application/vnd.kubernetes.protobuf",
 		KubeClientQPS:                      5,
 		KubeClientBurst:                    10,

@@ -122,6 +122,16 @@ func TestBadFlagsTable(t *testing.T) {
 			validErr: "invalid options: --initial-node-group-backoff-duration (1h0m0s) must be positive and at most --max-node-group-backoff-duration (30m0s)"},
 		{name: "negative bulk delete", args: []string{"--max-empty-bulk-delete=-1"},
 			validErr: "invalid options: --max-empty-bulk-delete (-1) and --max-graceful-termination-sec (600) must not be negative"},
+		{name: "zero visibility log size", args: []string{"--visibility-log-max-size-mb=0"},
+			validErr: "invalid options: --visibility-log-max-size-mb must be positive, got 0"},
+		{name: "negative visibility log size", args: []string{"--visibility-log-max-size-mb=-1"},
+			validErr: "invalid options: --visibility-log-max-size-mb must be positive, got -1"},
+		{name: "negative visibility log backups", args: []string{"--visibility-log-max-backups=-1"},
+			validErr: "invalid options: --visibility-log-max-backups (-1) and --visibility-log-max-age-days (7) must not be negative (0 keeps every rotated file)"},
+		{name: "negative visibility log age", args: []string{"--visibility-log-max-age-days=-7"},
+			validErr: "invalid options: --visibility-log-max-backups (5) and --visibility-log-max-age-days (-7) must not be negative (0 keeps every rotated file)"},
+		{name: "visibility log size with a unit", args: []string{"--visibility-log-max-size-mb=100Mi"},
+			parseErr: `invalid argument "100Mi" for "--visibility-log-max-size-mb" flag: strconv.ParseInt: parsing "100Mi": invalid syntax`},
 		{name: "zero stale data bound", args: []string{"--max-stale-data=0s"},
 			validErr: "invalid options: --max-stale-data must be positive, got 0s"},
 		{
@@ -163,6 +173,7 @@ func TestGoodFlags(t *testing.T) {
 	o, parseErr, validErr := parse([]string{
 		"--cores-total= 2 : 64 ", "--memory-total=4:256", "--cloud-provider=clusterapi",
 		"--kwok-state-configmap=ns/name", "--scale-down-utilization-threshold=0", "--scan-interval=1s",
+		"--visibility-log-max-backups=0", "--visibility-log-max-age-days=0", "--visibility-log-compress=false",
 	})
 	if parseErr != nil || validErr != nil {
 		t.Fatalf("parse: %v, validate: %v", parseErr, validErr)

@@ -78,6 +78,15 @@ func (o *Options) statusProblems() []string {
 	if _, err := status.ParseVisibilityFormat(o.VisibilityLogFormat); err != nil {
 		problems = append(problems, fmt.Sprintf("--visibility-log-format: %v", err))
 	}
+	// Checked even without --visibility-log-file, so that a bad value is found
+	// when it is written rather than when a file is configured later.
+	if o.VisibilityLogMaxSizeMB <= 0 {
+		problems = append(problems, fmt.Sprintf("--visibility-log-max-size-mb must be positive, got %d", o.VisibilityLogMaxSizeMB))
+	}
+	if o.VisibilityLogMaxBackups < 0 || o.VisibilityLogMaxAgeDays < 0 {
+		problems = append(problems, fmt.Sprintf("--visibility-log-max-backups (%d) and --visibility-log-max-age-days (%d) must not be negative (0 keeps every rotated file)",
+			o.VisibilityLogMaxBackups, o.VisibilityLogMaxAgeDays))
+	}
 	if o.WriteStatusConfigMap {
 		for _, msg := range validation.IsDNS1123Subdomain(o.StatusConfigMapName) {
 			problems = append(problems, fmt.Sprintf("--status-config-map-name %q is not a valid ConfigMap name: %s", o.StatusConfigMapName, msg))

@@ -18,9 +18,14 @@ import (
 // app.Access on purpose: this checker must not share the code it checks.
 type rbacAccess struct {
 	verb, group, resource, subresource, namespace, name string
+	// path makes it a non-resource request, such as a scrape of /metrics.
+	path string
 }
 
 func (a rbacAccess) String() string {
+	if a.path != "" {
+		return a.verb + " " + a.path
+	}
 	r := a.resource
 	if a.subresource != "" {
 		r += "/" + a.subresource
@@ -178,8 +183,12 @@ func checkChartNoRBACWildcards(t *testing.T, r *chartRendering) {
 					}
 				}
 			}
-			if len(rule.Verbs) == 0 || len(rule.Resources) == 0 || len(rule.APIGroups) == 0 {
-				t.Errorf("%s rule %d names no verb, resource or group: %+v", chartObjectKey(o), i, rule)
+			// A rule is either for resources of groups or for non-resource
+			// URLs, never both: a ClusterRole mixing them is hard to review.
+			forResources := len(rule.Resources) > 0 && len(rule.APIGroups) > 0 && len(rule.NonResourceURLs) == 0
+			forURLs := len(rule.NonResourceURLs) > 0 && len(rule.Resources) == 0 && len(rule.APIGroups) == 0
+			if len(rule.Verbs) == 0 || !(forResources || forURLs) {
+				t.Errorf("%s rule %d names no verb, or neither resources with their groups nor non-resource URLs alone: %+v", chartObjectKey(o), i, rule)
 			}
 		}
 	}
@@ -252,7 +261,7 @@ func checkChartRBACGrants(t *testing.T, ctx context.Context, r *chartRendering, 
 		}{{allowed, authorizer.DecisionAllow}, {denied, authorizer.DecisionNoOpinion}} {
 			for _, a := range list.accesses {
 				attrs := authorizer.AttributesRecord{User: u, Verb: a.verb, APIGroup: a.group, APIVersion: "*", Resource: a.resource,
-					Subresource: a.subresource, Namespace: a.namespace, Name: a.name, ResourceRequest: true}
+					Subresource: a.subresource, Namespace: a.namespace, Name: a.name, ResourceRequest: a.path == "", Path: a.path}
 				got, reason, err := authz.Authorize(ctx, attrs)
 				if err != nil {
 					t.Errorf("%s: %s: %v", sa, a, err)
@@ -270,6 +279,26 @@ func checkChartRBACGrants(t *testing.T, ctx context.Context, r *chartRendering, 
 	if want.scheduler != nil {
 		check("quotascale-scheduler", want.schedulerAllowed, want.schedulerDenied)
 	}
+	if r.find("ServiceAccount", "quotascale-scheduler-metrics-reader") != nil {
+		if len(want.metricsReaderAllowed) == 0 {
+			t.Error("the chart renders the metrics reader ServiceAccount but the case names none of its rights")
+		}
+		check("quotascale-scheduler-metrics-reader", want.metricsReaderAllowed, want.metricsReaderDenied)
+	}
+}
+
+// chartMetricsReaderAccess: the token Prometheus scrapes the scheduler with
+// may read /metrics and nothing else a leaked token could be used for.
+func chartMetricsReaderAccess(ns string) (allowed, denied []rbacAccess) {
+	allowed = []rbacAccess{{verb: "get", path: "/metrics"}}
+	denied = []rbacAccess{
+		{verb: "get", path: "/debug/pprof/profile"},
+		{verb: "get", path: "/configz"},
+		{verb: "get", resource: "secrets", namespace: ns},
+		{verb: "list", resource: "pods"},
+		{verb: "get", resource: "nodes", subresource: "proxy", name: "n1"},
+	}
+	return allowed, denied
 }
 
 // chartRBAC serves the RBAC authorizer from objects in memory.

@@ -39,6 +39,18 @@ func TestChartValuesSchema(t *testing.T) {
 			wantErr: []string{"at '/monitoring/serviceMonitor'", "'enable' not allowed"},
 		},
 		{
+			// The Prometheus Operator deprecated bearerTokenFile; a values
+			// file that still sets it must say so rather than be ignored.
+			name:    "scheduler bearerTokenFile",
+			values:  "monitoring:\n  serviceMonitor:\n    scheduler:\n      bearerTokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token\n",
+			wantErr: []string{"at '/monitoring/serviceMonitor/scheduler'", "'bearerTokenFile' not allowed"},
+		},
+		{
+			name:    "scheduler credentials without a key",
+			values:  "monitoring:\n  serviceMonitor:\n    scheduler:\n      credentials: {name: prometheus-token, key: \"\"}\n",
+			wantErr: []string{"at '/monitoring/serviceMonitor/scheduler/credentials/key'", "minLength"},
+		},
+		{
 			name:    "unknown cloud provider",
 			values:  "autoscaler:\n  cloudProvider: aws\n",
 			wantErr: []string{"at '/autoscaler/cloudProvider'", "kwok", "clusterapi"},

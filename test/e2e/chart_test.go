@@ -241,6 +241,17 @@ func chartSchedulerCoreObjects(ns string) []string {
 	}
 }
 
+// chartMetricsReaderObjects: the ServiceAccount, token Secret and RBAC that the
+// scheduler's ServiceMonitor authenticates with when its values name no Secret.
+func chartMetricsReaderObjects(ns string) []string {
+	return []string{
+		"ClusterRole quotascale-scheduler-metrics-reader",
+		"ClusterRoleBinding quotascale-scheduler-metrics-reader",
+		"Secret " + ns + "/quotascale-scheduler-metrics-reader-token",
+		"ServiceAccount " + ns + "/quotascale-scheduler-metrics-reader",
+	}
+}
+
 func chartObjectList(lists ...[]string) []string {
 	var out []string
 	for _, l := range lists {
@@ -267,6 +278,9 @@ type chartWant struct {
 	// ServiceAccounts that RBAC must allow, or must not.
 	autoscalerAllowed, autoscalerDenied []rbacAccess
 	schedulerAllowed, schedulerDenied   []rbacAccess
+	// metricsReaderAllowed and metricsReaderDenied: the same for the
+	// ServiceAccount whose token Prometheus scrapes the scheduler with.
+	metricsReaderAllowed, metricsReaderDenied []rbacAccess
 }
 
 type chartAutoscalerFlags struct {
@@ -452,7 +466,7 @@ monitoring:
 						"PrometheusRule " + ns + "/quotascale",
 						"ServiceMonitor " + ns + "/quotascale-cluster-autoscaler",
 						"ServiceMonitor " + ns + "/quotascale-scheduler",
-					}),
+					}, chartMetricsReaderObjects(ns)),
 					autoscaler: &chartAutoscalerFlags{CloudProvider: "kwok", CloudConfig: "configmap:" + ns + "/quotascale-cluster-autoscaler-kwok-config", Namespace: ns, KwokState: ns + "/quotascale-kwok-cloud", Address: ":8085", LeaderElect: true, ScanInterval: 10 * time.Second},
 					kwokGroups: []string{"default-pool"},
 					scheduler:  chartDefaultSchedulerGist(ns, "quotascale-scheduler"),
@@ -460,6 +474,7 @@ monitoring:
 				}
 				w.autoscalerAllowed, w.autoscalerDenied = chartAutoscalerAccess(ns)
 				w.schedulerAllowed, w.schedulerDenied = chartSchedulerAccess(ns, ns)
+				w.metricsReaderAllowed, w.metricsReaderDenied = chartMetricsReaderAccess(ns)
 				return w
 			},
 		},

@@ -80,6 +80,25 @@ this message too rather than strict mode's missing-key error.
 {{- $provider -}}
 {{- end -}}
 
+{{/* The ServiceAccount whose token Prometheus scrapes the scheduler with,
+when monitoring.serviceMonitor.scheduler.credentials names no Secret. */}}
+{{- define "quotascale.scheduler.metricsReader" -}}
+{{- printf "%s-metrics-reader" (include "quotascale.scheduler.fullname" .) -}}
+{{- end -}}
+
+{{/* The Secret key selector of that token: the values' Secret, or the
+chart's ServiceAccount token Secret. */}}
+{{- define "quotascale.scheduler.metricsCredentials" -}}
+{{- $c := .Values.monitoring.serviceMonitor.scheduler.credentials -}}
+{{- if $c.name -}}
+name: {{ $c.name }}
+key: {{ $c.key }}
+{{- else -}}
+name: {{ include "quotascale.scheduler.metricsReader" . }}-token
+key: token
+{{- end -}}
+{{- end -}}
+
 {{- define "quotascale.autoscaler.serviceAccountName" -}}
 {{- if .Values.autoscaler.serviceAccount.create -}}
 {{- default (include "quotascale.autoscaler.fullname" .) .Values.autoscaler.serviceAccount.name -}}
