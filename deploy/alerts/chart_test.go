@@ -69,7 +69,7 @@ func renderPrometheusRule(valuesYAML string) (string, error) {
 // provider, and the PrometheusRule on.
 const rulesWithProvider = `
 autoscaler:
-  cloudProvider: kwok
+  cloudProvider: clusterapi
 monitoring:
   prometheusRule:
     enabled: true
