@@ -2,12 +2,10 @@ package oracle
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	k8sscheduling "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/apimachinery/pkg/api/resource"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 )
@@ -199,26 +197,12 @@ func (o *Oracle) mayHoldNothingLocked(t *quotaTree, leaf int, g *gangMembers) st
 	// Whichever size members are counted, each resource is at least the sum
 	// of its size smallest requests: judged on that, heterogeneous gangs are
 	// never blamed for a choice the scheduler did not make.
-	members := append(append([]*podState{}, g.bound...), g.pending...)
-	whole := corev1.ResourceList{}
-	for _, name := range requested(sumAll(members)) {
-		amounts := make([]resource.Quantity, 0, len(members))
-		for _, st := range members {
-			amounts = append(amounts, st.requests[name])
-		}
-		slices.SortFunc(amounts, func(a, b resource.Quantity) int { return a.Cmp(b) })
-		var sum resource.Quantity
-		for _, q := range amounts[:g.size] {
-			sum.Add(q)
-		}
-		whole[name] = sum
+	var members []corev1.ResourceList
+	for _, st := range append(append([]*podState{}, g.bound...), g.pending...) {
+		members = append(members, st.requests)
 	}
-	for n := leaf; n >= 0; n = t.nodes[n].parent {
-		for name, q := range whole {
-			if max, limited := t.nodes[n].max[name]; limited && q.Cmp(max) > 0 {
-				return fmt.Sprintf("its %d pods request %s %s, over the max %s of %q", g.size, name, q.String(), max.String(), t.nodes[n].name)
-			}
-		}
+	if over := overMax(t, leaf, smallestSum(members, g.size)); over != "" {
+		return fmt.Sprintf("its %d pods request %s", g.size, over)
 	}
 	return ""
 }
@@ -255,18 +239,6 @@ func appendOnce(list []string, s string) []string {
 		}
 	}
 	return append(list, s)
-}
-
-func sumAll(members []*podState) corev1.ResourceList {
-	out := corev1.ResourceList{}
-	for _, st := range members {
-		for name, q := range st.requests {
-			sum := out[name]
-			sum.Add(q)
-			out[name] = sum
-		}
-	}
-	return out
 }
 
 func sortedGangs(gangs map[gangRef]*gangMembers) []gangRef {

@@ -34,8 +34,15 @@ type Oracle struct {
 	unseenEnds []string
 
 	pods map[types.UID]*podState
-	// seenPods is every pod ever seen, to judge a preemptor named by UID only.
+	// seenPods is every pod ever seen, to judge a preemptor named by UID only
+	// and a scale-up reported for a pod that may be gone.
 	seenPods map[types.UID]seenPod
+	// treeHistory are the trees in force, in order (scaleup.go).
+	treeHistory []*quotaTree
+	// gangRequests are the requests of every pod ever seen in each gang, by
+	// UID; ackSizes the smallest min-available seen of each ACK gang.
+	gangRequests map[gangRef]map[types.UID]corev1.ResourceList
+	ackSizes     map[gangRef]int
 
 	// dra are the ResourceClaims and DeviceClasses (treedevices.go); nil
 	// until the first is fed.
@@ -76,6 +83,9 @@ type Counts struct {
 	Drained int
 	// GangsWhole are the gangs seen with all of their size bound at once.
 	GangsWhole int
+	// ScaleUpsJudged are the scale-ups reported for pods of a tree's
+	// namespaces that were judged against the tree.
+	ScaleUpsJudged int
 }
 
 // New returns an oracle that has seen nothing.
@@ -87,6 +97,8 @@ func New() *Oracle {
 		unmarkedEvictions: map[string][]string{},
 		pods:              map[types.UID]*podState{},
 		seenPods:          map[types.UID]seenPod{},
+		gangRequests:      map[gangRef]map[types.UID]corev1.ResourceList{},
+		ackSizes:          map[gangRef]int{},
 		trees:             map[string]*treeObject{},
 		seen:              map[string]bool{},
 		slices:            map[string]*resourcev1.ResourceSlice{},
@@ -195,7 +207,7 @@ func (o *Oracle) DeleteTree(namespace, name string) {
 func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.seenPods[pod.UID] = seenPod{namespace: pod.Namespace, priority: priority(pod)}
+	o.seePodLocked(pod)
 	st := o.pods[pod.UID]
 	if st == nil {
 		st = &podState{}
@@ -299,12 +311,6 @@ func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string
 		}
 	}
 	return violations, unjudged
-}
-
-// seenPod is what judging a preemptor needs of it.
-type seenPod struct {
-	namespace string
-	priority  int32
 }
 
 // Counts reports what the run exercised so far.
