@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	k8sscheduling "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 )
@@ -119,17 +120,57 @@ func (o *Oracle) noteGangLocked(pod *corev1.Pod) {
 }
 
 // partlyBoundLocked are the gangs left with some, not all, of their pods
-// bound, and never whole.
+// bound, and never whole. A pod relabelled from one gang to another while it
+// waited may have been admitted with its old gang all the same: the
+// scheduler may have decided before the label changed, and binding cannot be
+// undone. So a gang is not blamed when its bound leavers make it whole, nor
+// when only pods that joined it while waiting are bound.
 func (o *Oracle) partlyBoundLocked() []string {
 	var out []string
 	gangs := o.gangsLocked()
 	for _, ref := range sortedGangs(gangs) {
 		g := gangs[ref]
-		if n := len(g.bound); n > 0 && n < g.size && !o.gangsWhole[ref] {
-			out = append(out, fmt.Sprintf("gang %s: %d of its %d pods bound, and never all of them", ref, n, g.size))
+		n := len(g.bound)
+		if n == 0 || n >= g.size || o.gangsWhole[ref] ||
+			n+o.boundMovedLocked(o.leavers[ref]) >= g.size || n == o.boundMovedLocked(o.joiners[ref]) {
+			continue
 		}
+		out = append(out, fmt.Sprintf("gang %s: %d of its %d pods bound, and never all of them", ref, n, g.size))
 	}
 	return out
+}
+
+// noteMovedLocked remembers a waiting pod relabelled from one gang to
+// another, or to none, between its last seen state, was, and now.
+func (o *Oracle) noteMovedLocked(was, now *corev1.Pod) {
+	from, _, _ := o.gangOfLocked(was)
+	to, _, _ := o.gangOfLocked(now)
+	if to == from {
+		return
+	}
+	note := func(m map[gangRef]map[types.UID]bool, ref gangRef) {
+		if m[ref] == nil {
+			m[ref] = map[types.UID]bool{}
+		}
+		m[ref][now.UID] = true
+	}
+	if from.name != "" {
+		note(o.leavers, from)
+	}
+	if to.name != "" {
+		note(o.joiners, to)
+	}
+}
+
+// boundMovedLocked counts the pods of moved that are bound now.
+func (o *Oracle) boundMovedLocked(moved map[types.UID]bool) int {
+	n := 0
+	for uid := range moved {
+		if st := o.pods[uid]; st != nil && st.counted && st.pod.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // judgeHeldLocked checks a status write of the tree in force: a quota

@@ -85,6 +85,36 @@ func TestGangPartlyBound(t *testing.T) {
 		},
 		want: []string{"gang PodGroup ns-a/train: 1 of its 4 pods bound, and never all of them"},
 	}, {
+		name: "a member relabelled out while the gang waited, then bound with it",
+		steps: func(o *Oracle) {
+			for i := 1; i <= 3; i++ {
+				o.SetPod(ackMember("job", "3", i, "", "1"), false)
+			}
+			moved := ackMember("job", "3", 3, "", "1")
+			moved.Labels[ackGangName] = "elsewhere"
+			o.SetPod(moved, false)
+			for i := 1; i <= 2; i++ {
+				o.SetPod(ackMember("job", "3", i, "n1", "1"), false)
+			}
+			moved = moved.DeepCopy()
+			moved.Spec.NodeName = "n1"
+			o.SetPod(moved, false)
+		},
+	}, {
+		name: "a gang bound short of the member relabelled out of it",
+		steps: func(o *Oracle) {
+			for i := 1; i <= 3; i++ {
+				o.SetPod(ackMember("job", "3", i, "", "1"), false)
+			}
+			alone := ackMember("job", "3", 3, "", "1")
+			delete(alone.Labels, ackGangName)
+			o.SetPod(alone, false)
+			for i := 1; i <= 2; i++ {
+				o.SetPod(ackMember("job", "3", i, "n1", "1"), false)
+			}
+		},
+		want: []string{"gang labels ns-a/job: 2 of its 3 pods bound, and never all of them"},
+	}, {
 		name: "pods of a PodGroup the oracle never saw, or with bad labels, are no gang",
 		steps: func(o *Oracle) {
 			o.SetPod(podGroupMember("unknown", 1, "n1"), false)

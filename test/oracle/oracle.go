@@ -66,7 +66,10 @@ type Oracle struct {
 	// since the last status write of the tree in force, by namespace.
 	podGroups  map[string]int32
 	gangsWhole map[gangRef]bool
-	released   map[string]corev1.ResourceList
+	// leavers and joiners are, by gang, the pods relabelled out of it or
+	// into it while they waited.
+	leavers, joiners map[gangRef]map[types.UID]bool
+	released         map[string]corev1.ResourceList
 
 	violations []string
 	seen       map[string]bool // violations already recorded, for moments that repeat
@@ -104,6 +107,8 @@ func New() *Oracle {
 		slices:            map[string]*resourcev1.ResourceSlice{},
 		podGroups:         map[string]int32{},
 		gangsWhole:        map[gangRef]bool{},
+		leavers:           map[gangRef]map[types.UID]bool{},
+		joiners:           map[gangRef]map[types.UID]bool{},
 		released:          map[string]corev1.ResourceList{},
 	}
 }
@@ -215,6 +220,9 @@ func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
 	}
 	if !initial {
 		o.classifyDisruptionLocked(st, pod)
+	}
+	if st.pod != nil && !st.counted {
+		o.noteMovedLocked(st.pod, pod)
 	}
 	wasCounted, before := st.counted, st.requests
 	st.pod, st.counted, st.requests = pod, occupies(pod), podRequests(pod)
