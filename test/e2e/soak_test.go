@@ -865,8 +865,10 @@ func mustJSON(t *testing.T, obj map[string]any) []byte {
 
 // watchScaleUps feeds the checker's oracle the scale-ups the autoscaler
 // reports, a TriggeredScaleUp event on each pod they are for, until ctx ends.
-// Only the soak judges them: other tests may run an autoscaler that is not
-// told about the tree on purpose.
+// Only the soak feeds them: it is where the rule was checked to hold on a
+// correct run, and other tests set up scale-ups the rule was not weighed
+// against (pods of another scheduler in a governed namespace, autoscalers
+// with other options).
 func watchScaleUps(t *testing.T, ctx context.Context, checker *invariantChecker) {
 	t.Helper()
 	factory := informers.NewSharedInformerFactoryWithOptions(cluster.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {

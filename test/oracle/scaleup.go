@@ -24,6 +24,10 @@ import (
 //     each such gang's size smallest members ever seen (whichever of them the
 //     autoscaler saw, its whole is at least that) exceed a max on the path.
 //
+// Only pods of default-scheduler are judged: it is the scheduler that
+// enforces the tree in the clusters the oracle watches, and a tree holds back
+// only the pods of the schedulers the autoscaler is told enforce it.
+//
 // What it does not judge, and why:
 //
 //   - Refusals by usage (a leaf full of other pods): the usage the autoscaler
@@ -45,6 +49,7 @@ import (
 type seenPod struct {
 	namespace string
 	priority  int32
+	scheduler string
 	// requests are the smallest requests the pod was seen with.
 	requests corev1.ResourceList
 	// gangs are the gangs the pod was seen in; alone is set when it was
@@ -63,7 +68,7 @@ func (o *Oracle) seePodLocked(pod *corev1.Pod) {
 	if !ok {
 		seen = seenPod{namespace: pod.Namespace, requests: requests, epoch: len(o.treeHistory) - 1}
 	}
-	seen.priority = priority(pod)
+	seen.priority, seen.scheduler = priority(pod), pod.Spec.SchedulerName
 	seen.requests = smaller(seen.requests, requests)
 	ref, size, sized := o.gangOfLocked(pod)
 	named := sized || ref.kind == "PodGroup"
@@ -109,7 +114,7 @@ func (o *Oracle) ScaleUpTriggered(uid types.UID, name, message string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	seen, ok := o.seenPods[uid]
-	if !ok || seen.epoch < 0 {
+	if !ok || seen.epoch < 0 || (seen.scheduler != "" && seen.scheduler != corev1.DefaultSchedulerName) {
 		return
 	}
 	trees := o.treeHistory[seen.epoch:]

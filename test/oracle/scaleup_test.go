@@ -127,11 +127,14 @@ func TestScaleUpForRefusedPods(t *testing.T) {
 		},
 		judged: 1,
 	}, {
-		name: "pods outside the tree and pods never seen are not judged",
+		name: "pods outside the tree, of another scheduler, or never seen are not judged",
 		steps: func(o *Oracle) {
 			outside := testPod("elsewhere", "big", "", "cpu=100")
+			other := testPod("ns-a", "other", "", "cpu=8")
+			other.Spec.SchedulerName = "plain-scheduler"
 			o.SetPod(outside, false)
-			triggers(o, outside)
+			o.SetPod(other, false)
+			triggers(o, outside, other)
 			o.ScaleUpTriggered(types.UID("unknown"), "unknown", triggered)
 		},
 	}} {
