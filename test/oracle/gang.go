@@ -24,7 +24,9 @@ import (
 //     used beyond its bound pods must be explained by pending pods (a gang's
 //     reservation, a reclaim's hold, a pod being bound) or by pods released
 //     since the last write (the status lags); pending pods of such gangs
-//     explain nothing.
+//     explain nothing. A pod's allowance holds its devices: its claims'
+//     allocations, or what they ask before they are allocated (the
+//     scheduler charges them from Reserve on).
 //
 // A gang is a pod's spec.schedulingGroup.podGroupName when the PodGroup has
 // a gang policy, or else ACK's labels pod-group.scheduling.sigs.k8s.io/name
@@ -205,6 +207,7 @@ func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaN
 			}
 		}
 		addUp(t, allowance, leaf, st.requests)
+		addUp(t, allowance, leaf, o.mayHoldDevicesLocked(p, st.requests))
 	}
 	for ns, requests := range o.released {
 		if leaf, ok := t.leafOf[ns]; ok {
@@ -248,18 +251,22 @@ func (o *Oracle) mayHoldNothingLocked(t *quotaTree, leaf int, g *gangMembers) st
 	return ""
 }
 
-// releasedLocked remembers the requests of a pod that stopped holding
-// capacity, until the next status write: the status may not show it yet.
+// releasedLocked remembers the requests and devices of a pod that stopped
+// holding capacity, until the next status write: the status may not show it
+// yet.
 func (o *Oracle) releasedLocked(st *podState) {
-	sum := o.released[st.pod.Namespace]
+	o.addReleasedLocked(st.pod.Namespace, st.requests)
+	o.addReleasedLocked(st.pod.Namespace, o.mayHoldDevicesLocked(st.pod, st.requests))
+}
+
+func (o *Oracle) addReleasedLocked(namespace string, requests corev1.ResourceList) {
+	sum := o.released[namespace]
 	if sum == nil {
 		sum = corev1.ResourceList{}
-		o.released[st.pod.Namespace] = sum
+		o.released[namespace] = sum
 	}
-	for name, q := range st.requests {
-		s := sum[name]
-		s.Add(q)
-		sum[name] = s
+	for name, q := range requests {
+		addQuantity(sum, name, q)
 	}
 }
 

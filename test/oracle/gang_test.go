@@ -32,10 +32,18 @@ func podGroup(name string, minCount int32) *k8sscheduling.PodGroup {
 }
 
 // withStatus is tree t with the scheduler's figures for quota node a.
-func withStatus(t *schedulingv1beta1.ElasticQuotaTree, aUsed string) *schedulingv1beta1.ElasticQuotaTree {
+func withStatus(t *schedulingv1beta1.ElasticQuotaTree, aUsed ...string) *schedulingv1beta1.ElasticQuotaTree {
 	t = t.DeepCopy()
-	t.Status.Quotas = []schedulingv1beta1.QuotaNodeStatus{{Name: "a", Parent: "root", Used: resourceList(aUsed)}}
+	t.Status.Quotas = []schedulingv1beta1.QuotaNodeStatus{{Name: "a", Parent: "root", Used: resourceList(aUsed...)}}
 	return t
+}
+
+// blockedGang adds an ACK gang of ns-a whose 4 pods of 2 cpu are over leaf
+// a's max of 6 cpu: it may hold nothing.
+func blockedGang(o *Oracle) {
+	for i := 1; i <= 4; i++ {
+		o.SetPod(ackMember("job", "4", i, "", "2"), false)
+	}
 }
 
 func TestGangPartlyBound(t *testing.T) {
@@ -181,6 +189,33 @@ func TestGangHoldsNothing(t *testing.T) {
 			o.DeletePod(testPod("ns-a", "gone", "n1", "cpu=1"))
 			// 1 running + 2 reserved for small + 1 the status has not dropped yet.
 			o.SetTree(withStatus(tree, "cpu=4"))
+		},
+	}, {
+		name: "devices no pod or claim explains, while a gang may hold nothing",
+		steps: func(o *Oracle) {
+			blockedGang(o)
+			o.SetTree(withStatus(tree, gpus+"=2"))
+		},
+		want: []string{`quota node "a" of kube-system/t@1: status shows ` + gpus + ` 2 used, 2 of it for no bound or admissible pending pod, while [gang labels ns-a/job (its 4 pods request cpu 8, over the max 6 of "a")] may hold nothing`},
+	}, {
+		name: "a pending pod's claim not allocated yet explains the devices it is charged",
+		steps: func(o *Oracle) {
+			blockedGang(o)
+			claim := allocatedClaim("ns-a", "two", 2)
+			claim.Status.Allocation = nil
+			o.SetResourceClaim(claim)
+			o.SetPod(usingClaim(testPod("ns-a", "binding", "", "cpu=1"), "two"), false)
+			o.SetTree(withStatus(tree, "cpu=1", gpus+"=2"))
+		},
+	}, {
+		name: "a deleted claim's devices explain the status until its next write",
+		steps: func(o *Oracle) {
+			blockedGang(o)
+			o.SetResourceClaim(allocatedClaim("ns-a", "two", 2))
+			o.SetPod(usingClaim(testPod("ns-a", "user", "n1", "cpu=1"), "two"), false)
+			o.DeletePod(usingClaim(testPod("ns-a", "user", "n1", "cpu=1"), "two"))
+			o.DeleteResourceClaim("ns-a", "two")
+			o.SetTree(withStatus(tree, "cpu=1", gpus+"=2"))
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
