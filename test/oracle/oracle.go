@@ -37,8 +37,10 @@ type Oracle struct {
 	// seenPods is every pod ever seen, to judge a preemptor named by UID only
 	// and a scale-up reported for a pod that may be gone.
 	seenPods map[types.UID]seenPod
-	// treeHistory are the trees in force, in order (scaleup.go).
+	// treeHistory are the trees in force, in order, and scaleUps the
+	// scale-ups reported, judged at the verdict (scaleup.go).
 	treeHistory []*quotaTree
+	scaleUps    []scaleUpReport
 	// gangRequests are the requests of every pod ever seen in each gang, by
 	// UID; ackSizes the smallest min-available seen of each ACK gang.
 	gangRequests map[gangRef]map[types.UID]corev1.ResourceList
@@ -286,6 +288,7 @@ func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string
 	defer o.mu.Unlock()
 	violations = append([]string(nil), o.violations...)
 	violations = append(violations, o.partlyBoundLocked()...)
+	violations = append(violations, o.refusedScaleUpsLocked()...)
 	unjudged = append(unjudged, o.unseenEnds...)
 	for _, node := range slices.Sorted(maps.Keys(o.unmarkedEvictions)) {
 		violations = append(violations, o.unmarkedEvictions[node]...)

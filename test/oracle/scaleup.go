@@ -15,9 +15,12 @@ import (
 // a scale-up was for (the autoscaler's TriggeredScaleUp event on each of
 // them), but not the moment of the autoscaler's snapshot, nor its view of the
 // tree's usage: a refusal that depends on what else is charged may have been
-// lifted at that moment, and pods bound, deleted or relabelled since. So the
-// oracle judges only refusals that no usage lifts, under every tree in force
-// since the pod was first seen:
+// lifted at that moment, and pods bound, deleted or relabelled since. Nor
+// does an event arrive in order with the pod's updates: the autoscaler may
+// have seen a label removed that the oracle has not seen yet. So the oracle
+// judges the reports at the verdict, on all it has seen of each pod by then,
+// and only refusals that no usage lifts, under every tree in force from the
+// pod's first sight to the verdict:
 //
 //   - the pod's own requests exceed a max on its leaf's path;
 //   - the pod is a gang member, under every gang it was ever seen in, and
@@ -59,6 +62,11 @@ type seenPod struct {
 	// epoch is the entry of treeHistory in force when the pod was first
 	// seen, -1 when none was recorded yet.
 	epoch int
+}
+
+// treeScheduled says the pod is default-scheduler's.
+func (p seenPod) treeScheduled() bool {
+	return p.scheduler == "" || p.scheduler == corev1.DefaultSchedulerName
 }
 
 // seePodLocked records pod in seenPods and its requests among its gang's.
@@ -106,32 +114,61 @@ func (o *Oracle) noteTreeLocked() {
 	}
 }
 
+// scaleUpReport is a scale-up the autoscaler reported for a pod.
+type scaleUpReport struct {
+	uid           types.UID
+	name, message string
+}
+
 // ScaleUpTriggered records that the autoscaler reported a scale-up for the
 // pod of uid (its TriggeredScaleUp event, whose message names the groups),
-// and judges it: a pod its tree refuses whatever else is charged triggers
-// none.
+// to be judged at the verdict: a pod its tree refuses whatever else is
+// charged triggers none. Reports for pods of a tree's namespaces count as
+// judged.
 func (o *Oracle) ScaleUpTriggered(uid types.UID, name, message string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	seen, ok := o.seenPods[uid]
-	if !ok || seen.epoch < 0 || (seen.scheduler != "" && seen.scheduler != corev1.DefaultSchedulerName) {
-		return
+	r := scaleUpReport{uid: uid, name: name, message: message}
+	if slices.Contains(o.scaleUps, r) {
+		return // the event's count went up
+	}
+	o.scaleUps = append(o.scaleUps, r)
+	if seen, ok := o.seenPods[uid]; ok && o.inForce != nil && seen.treeScheduled() {
+		if _, governed := o.inForce.leafOf[seen.namespace]; governed {
+			o.counts.ScaleUpsJudged++
+		}
+	}
+}
+
+// refusedScaleUpsLocked judges the scale-ups reported, each once.
+func (o *Oracle) refusedScaleUpsLocked() []string {
+	var out []string
+	for _, r := range o.scaleUps {
+		if msg := o.judgeScaleUpLocked(r); msg != "" && !slices.Contains(out, msg) {
+			out = append(out, msg)
+		}
+	}
+	return out
+}
+
+// judgeScaleUpLocked is the violation r is, "" when it is none.
+func (o *Oracle) judgeScaleUpLocked(r scaleUpReport) string {
+	seen, ok := o.seenPods[r.uid]
+	if !ok || seen.epoch < 0 || !seen.treeScheduled() {
+		return ""
 	}
 	trees := o.treeHistory[seen.epoch:]
 	if slices.Contains(trees, nil) {
-		return
-	}
-	if _, governed := trees[len(trees)-1].leafOf[seen.namespace]; governed {
-		o.counts.ScaleUpsJudged++
+		return ""
 	}
 	var why string
 	for _, t := range trees {
 		if why = o.alwaysRefusedLocked(t, seen); why == "" {
-			return
+			return ""
 		}
 	}
-	o.violateLocked(fmt.Sprintf("pod %s/%s triggered a scale-up (%s), though %s refuses it whatever else is charged: %s",
-		seen.namespace, name, message, trees[len(trees)-1].object, why))
+	return fmt.Sprintf("pod %s/%s triggered a scale-up (%s), though %s refuses it whatever else is charged: %s",
+		seen.namespace, r.name, r.message, trees[len(trees)-1].object, why)
 }
 
 // alwaysRefusedLocked says why t refuses seen's pod with nothing else

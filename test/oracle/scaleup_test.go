@@ -98,6 +98,17 @@ func TestScaleUpForRefusedPods(t *testing.T) {
 		},
 		judged: 1,
 	}, {
+		name: "a gang member whose label removal is seen after the report",
+		steps: func(o *Oracle) {
+			members := ackGang("4", 4, "2")
+			seeAll(o, members)
+			triggers(o, members[0])
+			alone := members[0].DeepCopy()
+			delete(alone.Labels, ackGangName)
+			o.SetPod(alone, false)
+		},
+		judged: 1,
+	}, {
 		name: "a gang member relabelled into a gang that fits may have been seen there",
 		steps: func(o *Oracle) {
 			members := ackGang("4", 4, "2")
