@@ -24,7 +24,8 @@ import (
 //     used beyond its bound pods must be explained by pending pods (a gang's
 //     reservation, a reclaim's hold, a pod being bound) or by pods released
 //     since the last write (the status lags); pending pods of such gangs
-//     explain nothing. A pod's allowance holds its devices: its claims'
+//     explain nothing, unless a pod left the gang since the last write: it
+//     may have been admissible until then. A pod's allowance holds its devices: its claims'
 //     allocations, or what they ask before they are allocated (the
 //     scheduler charges them from Reserve on).
 //
@@ -158,9 +159,17 @@ func (o *Oracle) noteMovedLocked(was, now *corev1.Pod) {
 	}
 	if from.name != "" {
 		note(o.leavers, from)
+		o.leftSince[from] = true
 	}
 	if to.name != "" {
 		note(o.joiners, to)
+	}
+}
+
+// noteLeftLocked remembers that a pod left its gang, deleted.
+func (o *Oracle) noteLeftLocked(pod *corev1.Pod) {
+	if ref, _, _ := o.gangOfLocked(pod); ref.name != "" {
+		o.leftSince[ref] = true
 	}
 }
 
@@ -179,7 +188,7 @@ func (o *Oracle) boundMovedLocked(moved map[types.UID]bool) int {
 // node's used beyond its bound pods is held for pending pods, and never for
 // a gang that cannot be admitted whole.
 func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaNodeStatus) {
-	defer func() { o.released = map[string]corev1.ResourceList{} }()
+	defer func() { o.released, o.leftSince = map[string]corev1.ResourceList{}, map[gangRef]bool{} }()
 	used := o.usageLocked(t)
 	pos := map[string]int{}
 	for i, n := range t.nodes {
@@ -198,7 +207,9 @@ func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaN
 		if st.counted || !governed || p.DeletionTimestamp != nil {
 			continue
 		}
-		if ref, _, inGang := o.gangOfLocked(p); inGang {
+		// A gang a pod left since the last write may have been admissible
+		// until then: what it held may still show.
+		if ref, _, inGang := o.gangOfLocked(p); inGang && !o.leftSince[ref] {
 			if why := o.mayHoldNothingLocked(t, leaf, gangs[ref]); why != "" {
 				for n := leaf; n >= 0; n = t.nodes[n].parent {
 					blocked[n] = appendOnce(blocked[n], fmt.Sprintf("gang %s (%s)", ref, why))

@@ -191,6 +191,21 @@ func TestGangHoldsNothing(t *testing.T) {
 			o.SetTree(withStatus(tree, "cpu=4"))
 		},
 	}, {
+		name: "a gang a member left since the last write may still show its reservation, not at the next write",
+		steps: func(o *Oracle) {
+			for i := 1; i <= 3; i++ {
+				o.SetPod(ackMember("job", "3", i, "", "1"), false)
+			}
+			o.SetTree(withStatus(tree, "cpu=3"))
+			alone := ackMember("job", "3", 3, "", "1")
+			delete(alone.Labels, ackGangName)
+			o.SetPod(alone, false)
+			// The pod alone explains 1.
+			o.SetTree(withStatus(tree, "cpu=3"))
+			o.SetTree(withStatus(tree, "cpu=2"))
+		},
+		want: []string{`quota node "a" of kube-system/t@1: status shows cpu 2 used, 2 of it for no bound or admissible pending pod, while [gang labels ns-a/job (2 of its 3 pods exist)] may hold nothing`},
+	}, {
 		name: "devices no pod or claim explains, while a gang may hold nothing",
 		steps: func(o *Oracle) {
 			blockedGang(o)

@@ -72,6 +72,9 @@ type Oracle struct {
 	// into it while they waited.
 	leavers, joiners map[gangRef]map[types.UID]bool
 	released         map[string]corev1.ResourceList
+	// leftSince are the gangs a pod left (deleted or relabelled) since the
+	// last status write of the tree in force.
+	leftSince map[gangRef]bool
 
 	violations []string
 	seen       map[string]bool // violations already recorded, for moments that repeat
@@ -112,6 +115,7 @@ func New() *Oracle {
 		leavers:           map[gangRef]map[types.UID]bool{},
 		joiners:           map[gangRef]map[types.UID]bool{},
 		released:          map[string]corev1.ResourceList{},
+		leftSince:         map[gangRef]bool{},
 	}
 }
 
@@ -226,6 +230,9 @@ func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
 	if st.pod != nil && !st.counted {
 		o.noteMovedLocked(st.pod, pod)
 	}
+	if pod.DeletionTimestamp != nil && (st.pod == nil || st.pod.DeletionTimestamp == nil) {
+		o.noteLeftLocked(pod)
+	}
 	wasCounted, before := st.counted, st.requests
 	st.pod, st.counted, st.requests = pod, occupies(pod), podRequests(pod)
 	switch {
@@ -258,6 +265,7 @@ func (o *Oracle) DeletePod(pod *corev1.Pod) {
 	}
 	o.classifyDisruptionLocked(st, pod)
 	delete(o.pods, pod.UID)
+	o.noteLeftLocked(pod)
 	if st.counted {
 		st.counted = false
 		o.releasedLocked(st)
