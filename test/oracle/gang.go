@@ -2,6 +2,7 @@ package oracle
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,7 +26,7 @@ import (
 //     reservation, a reclaim's hold, a pod being bound) or by pods released
 //     since the last write (the status lags); pending pods of such gangs
 //     explain nothing, unless a pod left the gang since the last write: it
-//     may have been admissible until then. A pod's allowance holds its devices: its claims'
+//     may have been admissible until then, with that pod. A pod's allowance holds its devices: its claims'
 //     allocations, or what they ask before they are allocated (the
 //     scheduler charges them from Reserve on).
 //
@@ -159,7 +160,7 @@ func (o *Oracle) noteMovedLocked(was, now *corev1.Pod) {
 	}
 	if from.name != "" {
 		note(o.leavers, from)
-		o.leftSince[from] = true
+		o.leftSince[from], o.movedSince[now.UID] = true, true
 	}
 	if to.name != "" {
 		note(o.joiners, to)
@@ -188,7 +189,9 @@ func (o *Oracle) boundMovedLocked(moved map[types.UID]bool) int {
 // node's used beyond its bound pods is held for pending pods, and never for
 // a gang that cannot be admitted whole.
 func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaNodeStatus) {
-	defer func() { o.released, o.leftSince = map[string]corev1.ResourceList{}, map[gangRef]bool{} }()
+	defer func() {
+		o.released, o.leftSince, o.movedSince = map[string]corev1.ResourceList{}, map[gangRef]bool{}, map[types.UID]bool{}
+	}()
 	used := o.usageLocked(t)
 	pos := map[string]int{}
 	for i, n := range t.nodes {
@@ -208,8 +211,8 @@ func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaN
 			continue
 		}
 		// A gang a pod left since the last write may have been admissible
-		// until then: what it held may still show.
-		if ref, _, inGang := o.gangOfLocked(p); inGang && !o.leftSince[ref] {
+		// until then, the pod with it: what they held may still show.
+		if ref, _, inGang := o.gangOfLocked(p); inGang && !o.leftSince[ref] && !o.movedSince[p.UID] {
 			if why := o.mayHoldNothingLocked(t, leaf, gangs[ref]); why != "" {
 				for n := leaf; n >= 0; n = t.nodes[n].parent {
 					blocked[n] = appendOnce(blocked[n], fmt.Sprintf("gang %s (%s)", ref, why))
@@ -236,7 +239,7 @@ func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaN
 			held.Sub(used[i][r])
 			if held.Cmp(allowance[i][r]) > 0 {
 				o.violateLocked(fmt.Sprintf("quota node %q of %s: status shows %s %s used, %s of it for no bound or admissible pending pod, while %v may hold nothing",
-					s.Name, t.object, r, shown.String(), held.String(), blocked[i]))
+					s.Name, t.object, r, shown.String(), held.String(), slices.Sorted(slices.Values(blocked[i]))))
 			}
 		}
 	}

@@ -197,14 +197,13 @@ func TestGangHoldsNothing(t *testing.T) {
 				o.SetPod(ackMember("job", "3", i, "", "1"), false)
 			}
 			o.SetTree(withStatus(tree, "cpu=3"))
-			alone := ackMember("job", "3", 3, "", "1")
-			delete(alone.Labels, ackGangName)
-			o.SetPod(alone, false)
-			// The pod alone explains 1.
+			moved := ackMember("job", "3", 3, "", "1")
+			moved.Labels[ackGangName] = "elsewhere"
+			o.SetPod(moved, false)
 			o.SetTree(withStatus(tree, "cpu=3"))
-			o.SetTree(withStatus(tree, "cpu=2"))
+			o.SetTree(withStatus(tree, "cpu=3"))
 		},
-		want: []string{`quota node "a" of kube-system/t@1: status shows cpu 2 used, 2 of it for no bound or admissible pending pod, while [gang labels ns-a/job (2 of its 3 pods exist)] may hold nothing`},
+		want: []string{`quota node "a" of kube-system/t@1: status shows cpu 3 used, 3 of it for no bound or admissible pending pod, while [gang labels ns-a/elsewhere (1 of its 3 pods exist) gang labels ns-a/job (2 of its 3 pods exist)] may hold nothing`},
 	}, {
 		name: "devices no pod or claim explains, while a gang may hold nothing",
 		steps: func(o *Oracle) {

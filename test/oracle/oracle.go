@@ -73,8 +73,10 @@ type Oracle struct {
 	leavers, joiners map[gangRef]map[types.UID]bool
 	released         map[string]corev1.ResourceList
 	// leftSince are the gangs a pod left (deleted or relabelled) since the
-	// last status write of the tree in force.
-	leftSince map[gangRef]bool
+	// last status write of the tree in force; movedSince the pods relabelled
+	// out of a gang since then.
+	leftSince  map[gangRef]bool
+	movedSince map[types.UID]bool
 
 	violations []string
 	seen       map[string]bool // violations already recorded, for moments that repeat
@@ -116,6 +118,7 @@ func New() *Oracle {
 		joiners:           map[gangRef]map[types.UID]bool{},
 		released:          map[string]corev1.ResourceList{},
 		leftSince:         map[gangRef]bool{},
+		movedSince:        map[types.UID]bool{},
 	}
 }
 
