@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -41,12 +42,15 @@ import (
 // priorities, every third of them a gang of 2 to 4 pods (a Workload API
 // PodGroup or ACK's labels, in turn), random provisioning delays, injected provider failures, the
 // autoscaler leader killed mid-provisioning (two replicas with leader election),
-// scheduler restarts and short API server outages, while the oracle watches
-// every node and pod event. It fails on any violation, on any error of a
-// component, and unless every kind of operation happened at least
-// soakMinimum times (fewer in a short soak, see minimumFor). make test runs
-// it for 45s; QUOTASCALE_SOAK=10m (make soak) for longer,
-// QUOTASCALE_SOAK_SEED to replay.
+// scheduler restarts and short API server outages; and, in turns, gangs
+// disturbed while they wait (a member relabelled to another gang or out of
+// any, the whole gang deleted) and ResourceClaims shared by pods of a leaf
+// (soak_gangs_test.go, soak_claims_test.go), while the oracle watches every
+// node and pod event and every scale-up the autoscaler reports. It fails on
+// any violation, on any error of a component, and unless every kind of
+// operation happened at least soakMinimum times (fewer in a short soak, see
+// minimumFor). make test runs it for 45s; QUOTASCALE_SOAK=10m (make soak)
+// for longer, QUOTASCALE_SOAK_SEED to replay.
 func TestSoak(t *testing.T) {
 	runSoak(t, 45*time.Second, func(t *testing.T, ctx context.Context, rng *rand.Rand) soakInfra {
 		return &kwokSoak{cloud: startKwokCloud(t, ctx, soakGroups(rng, false))}
@@ -200,6 +204,12 @@ type soakCounts struct {
 	ProviderFailures  int // times pool b was set to fail
 	Gangs             int // gangs created, PodGroups and ACK's labels in turn
 	GangsWhole        int // gangs seen with all their pods bound at once
+	GangsRelabelled   int // waiting members moved to another gang
+	GangLabelsRemoved int // waiting members moved out of any gang
+	GangsDeleted      int // gangs deleted with none of their pods bound
+	ClaimsShared      int // ResourceClaims created for 2 or 3 pods
+	ClaimsSharedBound int // shared claims seen with all their pods bound
+	ScaleUpsJudged    int // scale-ups reported for pods of the tree, judged by the oracle
 }
 
 // minimums are the counts a soak of duration must reach, each with its
@@ -212,6 +222,9 @@ func (c soakCounts) minimums(duration time.Duration) map[string][2]int {
 		"leader failovers": {c.LeaderFailovers, faults}, "API outages": {c.APIOutages, faults},
 		"scheduler restarts": {c.SchedulerRestarts, faults},
 		"gangs bound whole":  {c.GangsWhole, effects},
+		"gangs relabelled":   {c.GangsRelabelled, faults}, "gang labels removed": {c.GangLabelsRemoved, faults},
+		"waiting gangs deleted": {c.GangsDeleted, faults}, "claims shared": {c.ClaimsShared, faults},
+		"shared claims bound": {c.ClaimsSharedBound, effects}, "scale-ups judged": {c.ScaleUpsJudged, effects},
 	}
 }
 
@@ -230,30 +243,42 @@ func runSoak(t *testing.T, defaultDuration time.Duration, newInfra func(*testing
 	runCtx, cancelRun := context.WithTimeout(context.Background(), duration+10*time.Minute)
 	defer cancelRun()
 
-	s := &soak{t: t, rng: rng, namespaces: soakQuotasAndNamespaces(t, ctx), deployments: map[string]string{},
-		gangs: map[string]soakGang{}, trimmed: -1}
+	dra := newDRAWorld(t, ctx, strings.ToLower(strings.TrimPrefix(t.Name(), "Test")), soakDevices, "")
+	s := &soak{t: t, rng: rng, namespaces: soakQuotasAndNamespaces(t, ctx, dra.devicesResource()), deployments: map[string]string{},
+		gangs: map[string]soakGang{}, trimmed: -1, dra: dra, shared: map[string]sharedClaim{}}
 	checker := invariants(t)
+	watchScaleUps(t, ctx, checker)
 	s.infra = newInfra(t, ctx, rng)
 	s.replicas = &autoscalerReplicas{infra: s.infra, visibility: filepath.Join(t.TempDir(), "visibility.log")}
 	defer s.replicas.stopAll()
 	s.replicas.start(runCtx)
 	s.replicas.start(runCtx)
 
-	// Every third operation is a fault; the four kinds of fault take turns,
-	// in a random order each round, so that each happens as often as the
-	// others and a short soak has them all.
-	var faults []int
+	// Every third operation is a fault, and every third a disturbance; the
+	// four kinds of each take turns, in a random order each round, so that
+	// each happens as often as the others and a short soak has them all. A
+	// disturbance that could not happen (the gang it made to disturb did not
+	// come in time) keeps its turn.
+	var faults, disturbances []int
 	s.start = time.Now()
 	end := s.start.Add(duration)
 	for time.Now().Before(end) {
 		s.counts.Operations++
-		if s.counts.Operations%3 == 0 {
+		switch s.counts.Operations % 3 {
+		case 0:
 			if len(faults) == 0 {
 				faults = rng.Perm(4)
 			}
 			s.fault(ctx, runCtx, faults[0])
 			faults = faults[1:]
-		} else {
+		case 1:
+			if len(disturbances) == 0 {
+				disturbances = rng.Perm(4)
+			}
+			if s.disturb(ctx, disturbances[0]) {
+				disturbances = disturbances[1:]
+			}
+		default:
 			s.workload(ctx)
 		}
 		pause(ctx, time.Duration(200+rng.Intn(800))*time.Millisecond)
@@ -290,16 +315,16 @@ func soakParameters(t *testing.T, defaultDuration time.Duration) (time.Duration,
 	return duration, seed
 }
 
-// soakQuotasAndNamespaces applies the soak's tree, CapacityQuotas and
-// priority classes, and returns its namespaces: four on the tree's leaves
-// and two outside it, whose pods no tree limits and scale-down need not keep
-// room for.
-func soakQuotasAndNamespaces(t *testing.T, ctx context.Context) [6]string {
+// soakQuotasAndNamespaces applies the soak's tree, whose leaves hold at most
+// 2 devices of the class devices names, CapacityQuotas and priority classes,
+// and returns its namespaces: four on the tree's leaves and two outside it,
+// whose pods no tree limits and scale-down need not keep room for.
+func soakQuotasAndNamespaces(t *testing.T, ctx context.Context, devices string) [6]string {
 	var namespaces [6]string
 	for i := range namespaces {
 		namespaces[i] = createNamespace(t, ctx, "")
 	}
-	applyTree(t, ctx, soakTree([4]string(namespaces[:4])))
+	applyTree(t, ctx, soakTree([4]string(namespaces[:4]), devices))
 	for _, q := range soakQuotas() {
 		raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(q)
 		if err != nil {
@@ -330,6 +355,26 @@ type soak struct {
 	start   time.Time
 	// trimmed is the last shrink phase that trimmed the workloads.
 	trimmed time.Duration
+	// dra is the node whose devices the shared claims take; shared the
+	// last shared claim of each leaf's namespace.
+	dra    draWorld
+	shared map[string]sharedClaim
+}
+
+// disturb disturbs a waiting gang, or shares a claim, by kind; false when
+// it could not.
+func (s *soak) disturb(ctx context.Context, kind int) bool {
+	switch kind {
+	case 0:
+		return s.relabelMember(ctx, false)
+	case 1:
+		return s.relabelMember(ctx, true)
+	case 2:
+		return s.deleteWaitingGang(ctx)
+	default:
+		s.shareClaim(ctx)
+		return true
+	}
 }
 
 // fault injects one fault of the given kind.
@@ -434,7 +479,8 @@ func (s *soak) verdict(ctx context.Context, checker *invariantChecker, duration 
 	t := s.t
 	oracleCounts := checker.Counts()
 	s.counts.ScaleUps, s.counts.Reclaims, s.counts.Drains = checker.NodesAdded(), oracleCounts.Reclaims, oracleCounts.Drained
-	s.counts.GangsWhole = oracleCounts.GangsWhole
+	s.counts.GangsWhole, s.counts.ScaleUpsJudged = oracleCounts.GangsWhole, oracleCounts.ScaleUpsJudged
+	s.countSharedBound(ctx)
 	s.counts.LeaderFailovers = s.replicas.failovers()
 	refusals, err := quotaRefusals(ctx, s.namespaces[:])
 	if err != nil {
@@ -476,8 +522,9 @@ func quotaRefusals(ctx context.Context, namespaces []string) (int, error) {
 // soakTree is two teams of two leaves under a root whose max (16 cpu) is
 // well below what the quotas let the pools hold, so that leaves borrow and
 // get reclaimed from, and scale-down, which keeps the root's min allocatable,
-// has nodes to remove once the pods outside the tree shrink.
-func soakTree(namespaces [4]string) []byte {
+// has nodes to remove once the pods outside the tree shrink. Each leaf holds
+// at most 2 devices: one shared claim's.
+func soakTree(namespaces [4]string, devices string) []byte {
 	return []byte(fmt.Sprintf(`
 apiVersion: scheduling.sigs.k8s.io/v1beta1
 kind: ElasticQuotaTree
@@ -492,15 +539,15 @@ spec:
       min: {cpu: 8}
       max: {cpu: 16}
       children:
-      - {name: root.a.1, namespaces: [%s], min: {cpu: 3}, max: {cpu: 10}}
-      - {name: root.a.2, namespaces: [%s], min: {cpu: 3}, max: {cpu: 10}}
+      - {name: root.a.1, namespaces: [%[1]s], min: {cpu: 3}, max: {cpu: 10, %[5]q: 2}}
+      - {name: root.a.2, namespaces: [%[2]s], min: {cpu: 3}, max: {cpu: 10, %[5]q: 2}}
     - name: root.b
       min: {cpu: 8}
       max: {cpu: 16}
       children:
-      - {name: root.b.1, namespaces: [%s], min: {cpu: 3}, max: {cpu: 10}}
-      - {name: root.b.2, namespaces: [%s], min: {cpu: 3}, max: {cpu: 10}}
-`, namespaces[0], namespaces[1], namespaces[2], namespaces[3]))
+      - {name: root.b.1, namespaces: [%[3]s], min: {cpu: 3}, max: {cpu: 10, %[5]q: 2}}
+      - {name: root.b.2, namespaces: [%[4]s], min: {cpu: 3}, max: {cpu: 10, %[5]q: 2}}
+`, namespaces[0], namespaces[1], namespaces[2], namespaces[3], devices))
 }
 
 func soakQuotas() []*autoscalingv1beta1.CapacityQuota {
@@ -814,4 +861,33 @@ func mustJSON(t *testing.T, obj map[string]any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// watchScaleUps feeds the checker's oracle the scale-ups the autoscaler
+// reports, a TriggeredScaleUp event on each pod they are for, until ctx ends.
+// Only the soak feeds them: it is where the rule was checked to hold on a
+// correct run, and other tests set up scale-ups the rule was not weighed
+// against (pods of another scheduler in a governed namespace, autoscalers
+// with other options).
+func watchScaleUps(t *testing.T, ctx context.Context, checker *invariantChecker) {
+	t.Helper()
+	factory := informers.NewSharedInformerFactoryWithOptions(cluster.Client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "reason=TriggeredScaleUp"
+	}))
+	report := func(obj any) {
+		if e, ok := obj.(*corev1.Event); ok && e.InvolvedObject.Kind == "Pod" {
+			checker.ScaleUpTriggered(e.InvolvedObject.UID, e.InvolvedObject.Name, e.Message)
+		}
+	}
+	informer := factory.Core().V1().Events().Informer()
+	if _, err := informer.AddEventHandler(whileRunning{ctx, cache.ResourceEventHandlerFuncs{
+		AddFunc: report, UpdateFunc: func(_, obj any) { report(obj) },
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("the scale-up events informer did not sync")
+	}
+	t.Cleanup(factory.Shutdown)
 }

@@ -22,6 +22,10 @@
 //     drain of a node the autoscaler marked for deletion. An eviction from a
 //     node whose deletion the watch missed (after an outage) is reported as
 //     unjudged instead: its mark may have come and gone unseen.
+//   - No scale-up for a pod its tree refuses whatever else is charged: its
+//     own requests, or its gang's smallest whole, over a max on its leaf's
+//     path (scaleup.go, which also says what cannot be judged).
+//   - The gang promises (gang.go).
 //
 // The oracle shares no code with the quota library it checks (a test fails
 // if it imports any package under quota/) and is deliberately simple rather

@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	k8sscheduling "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
 
 	schedulingv1beta1 "github.com/quotascale/quotascale/apis/scheduling/v1beta1"
 )
@@ -25,7 +25,10 @@ import (
 //     used beyond its bound pods must be explained by pending pods (a gang's
 //     reservation, a reclaim's hold, a pod being bound) or by pods released
 //     since the last write (the status lags); pending pods of such gangs
-//     explain nothing.
+//     explain nothing, unless a pod left the gang since the last write: it
+//     may have been admissible until then, with that pod. A pod's allowance holds its devices: its claims'
+//     allocations, or what they ask before they are allocated (the
+//     scheduler charges them from Reserve on).
 //
 // A gang is a pod's spec.schedulingGroup.podGroupName when the PodGroup has
 // a gang policy, or else ACK's labels pod-group.scheduling.sigs.k8s.io/name
@@ -121,24 +124,74 @@ func (o *Oracle) noteGangLocked(pod *corev1.Pod) {
 }
 
 // partlyBoundLocked are the gangs left with some, not all, of their pods
-// bound, and never whole.
+// bound, and never whole. A pod relabelled from one gang to another while it
+// waited may have been admitted with its old gang all the same: the
+// scheduler may have decided before the label changed, and binding cannot be
+// undone. So a gang is not blamed when its bound leavers make it whole, nor
+// when only pods that joined it while waiting are bound.
 func (o *Oracle) partlyBoundLocked() []string {
 	var out []string
 	gangs := o.gangsLocked()
 	for _, ref := range sortedGangs(gangs) {
 		g := gangs[ref]
-		if n := len(g.bound); n > 0 && n < g.size && !o.gangsWhole[ref] {
-			out = append(out, fmt.Sprintf("gang %s: %d of its %d pods bound, and never all of them", ref, n, g.size))
+		n := len(g.bound)
+		if n == 0 || n >= g.size || o.gangsWhole[ref] ||
+			n+o.boundMovedLocked(o.leavers[ref]) >= g.size || n == o.boundMovedLocked(o.joiners[ref]) {
+			continue
 		}
+		out = append(out, fmt.Sprintf("gang %s: %d of its %d pods bound, and never all of them", ref, n, g.size))
 	}
 	return out
+}
+
+// noteMovedLocked remembers a waiting pod relabelled from one gang to
+// another, or to none, between its last seen state, was, and now.
+func (o *Oracle) noteMovedLocked(was, now *corev1.Pod) {
+	from, _, _ := o.gangOfLocked(was)
+	to, _, _ := o.gangOfLocked(now)
+	if to == from {
+		return
+	}
+	note := func(m map[gangRef]map[types.UID]bool, ref gangRef) {
+		if m[ref] == nil {
+			m[ref] = map[types.UID]bool{}
+		}
+		m[ref][now.UID] = true
+	}
+	if from.name != "" {
+		note(o.leavers, from)
+		o.leftSince[from], o.movedSince[now.UID] = true, true
+	}
+	if to.name != "" {
+		note(o.joiners, to)
+	}
+}
+
+// noteLeftLocked remembers that a pod left its gang, deleted.
+func (o *Oracle) noteLeftLocked(pod *corev1.Pod) {
+	if ref, _, _ := o.gangOfLocked(pod); ref.name != "" {
+		o.leftSince[ref] = true
+	}
+}
+
+// boundMovedLocked counts the pods of moved that are bound now.
+func (o *Oracle) boundMovedLocked(moved map[types.UID]bool) int {
+	n := 0
+	for uid := range moved {
+		if st := o.pods[uid]; st != nil && st.counted && st.pod.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
 }
 
 // judgeHeldLocked checks a status write of the tree in force: a quota
 // node's used beyond its bound pods is held for pending pods, and never for
 // a gang that cannot be admitted whole.
 func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaNodeStatus) {
-	defer func() { o.released = map[string]corev1.ResourceList{} }()
+	defer func() {
+		o.released, o.leftSince, o.movedSince = map[string]corev1.ResourceList{}, map[gangRef]bool{}, map[types.UID]bool{}
+	}()
 	used := o.usageLocked(t)
 	pos := map[string]int{}
 	for i, n := range t.nodes {
@@ -157,7 +210,9 @@ func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaN
 		if st.counted || !governed || p.DeletionTimestamp != nil {
 			continue
 		}
-		if ref, _, inGang := o.gangOfLocked(p); inGang {
+		// A gang a pod left since the last write may have been admissible
+		// until then, the pod with it: what they held may still show.
+		if ref, _, inGang := o.gangOfLocked(p); inGang && !o.leftSince[ref] && !o.movedSince[p.UID] {
 			if why := o.mayHoldNothingLocked(t, leaf, gangs[ref]); why != "" {
 				for n := leaf; n >= 0; n = t.nodes[n].parent {
 					blocked[n] = appendOnce(blocked[n], fmt.Sprintf("gang %s (%s)", ref, why))
@@ -166,6 +221,7 @@ func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaN
 			}
 		}
 		addUp(t, allowance, leaf, st.requests)
+		addUp(t, allowance, leaf, o.mayHoldDevicesLocked(p, st.requests))
 	}
 	for ns, requests := range o.released {
 		if leaf, ok := t.leafOf[ns]; ok {
@@ -183,7 +239,7 @@ func (o *Oracle) judgeHeldLocked(t *quotaTree, status []schedulingv1beta1.QuotaN
 			held.Sub(used[i][r])
 			if held.Cmp(allowance[i][r]) > 0 {
 				o.violateLocked(fmt.Sprintf("quota node %q of %s: status shows %s %s used, %s of it for no bound or admissible pending pod, while %v may hold nothing",
-					s.Name, t.object, r, shown.String(), held.String(), blocked[i]))
+					s.Name, t.object, r, shown.String(), held.String(), slices.Sorted(slices.Values(blocked[i]))))
 			}
 		}
 	}
@@ -199,42 +255,32 @@ func (o *Oracle) mayHoldNothingLocked(t *quotaTree, leaf int, g *gangMembers) st
 	// Whichever size members are counted, each resource is at least the sum
 	// of its size smallest requests: judged on that, heterogeneous gangs are
 	// never blamed for a choice the scheduler did not make.
-	members := append(append([]*podState{}, g.bound...), g.pending...)
-	whole := corev1.ResourceList{}
-	for _, name := range requested(sumAll(members)) {
-		amounts := make([]resource.Quantity, 0, len(members))
-		for _, st := range members {
-			amounts = append(amounts, st.requests[name])
-		}
-		slices.SortFunc(amounts, func(a, b resource.Quantity) int { return a.Cmp(b) })
-		var sum resource.Quantity
-		for _, q := range amounts[:g.size] {
-			sum.Add(q)
-		}
-		whole[name] = sum
+	var members []corev1.ResourceList
+	for _, st := range append(append([]*podState{}, g.bound...), g.pending...) {
+		members = append(members, st.requests)
 	}
-	for n := leaf; n >= 0; n = t.nodes[n].parent {
-		for name, q := range whole {
-			if max, limited := t.nodes[n].max[name]; limited && q.Cmp(max) > 0 {
-				return fmt.Sprintf("its %d pods request %s %s, over the max %s of %q", g.size, name, q.String(), max.String(), t.nodes[n].name)
-			}
-		}
+	if over := overMax(t, leaf, smallestSum(members, g.size)); over != "" {
+		return fmt.Sprintf("its %d pods request %s", g.size, over)
 	}
 	return ""
 }
 
-// releasedLocked remembers the requests of a pod that stopped holding
-// capacity, until the next status write: the status may not show it yet.
+// releasedLocked remembers the requests and devices of a pod that stopped
+// holding capacity, until the next status write: the status may not show it
+// yet.
 func (o *Oracle) releasedLocked(st *podState) {
-	sum := o.released[st.pod.Namespace]
+	o.addReleasedLocked(st.pod.Namespace, st.requests)
+	o.addReleasedLocked(st.pod.Namespace, o.mayHoldDevicesLocked(st.pod, st.requests))
+}
+
+func (o *Oracle) addReleasedLocked(namespace string, requests corev1.ResourceList) {
+	sum := o.released[namespace]
 	if sum == nil {
 		sum = corev1.ResourceList{}
-		o.released[st.pod.Namespace] = sum
+		o.released[namespace] = sum
 	}
-	for name, q := range st.requests {
-		s := sum[name]
-		s.Add(q)
-		sum[name] = s
+	for name, q := range requests {
+		addQuantity(sum, name, q)
 	}
 }
 
@@ -255,18 +301,6 @@ func appendOnce(list []string, s string) []string {
 		}
 	}
 	return append(list, s)
-}
-
-func sumAll(members []*podState) corev1.ResourceList {
-	out := corev1.ResourceList{}
-	for _, st := range members {
-		for name, q := range st.requests {
-			sum := out[name]
-			sum.Add(q)
-			out[name] = sum
-		}
-	}
-	return out
 }
 
 func sortedGangs(gangs map[gangRef]*gangMembers) []gangRef {

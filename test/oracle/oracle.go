@@ -34,8 +34,17 @@ type Oracle struct {
 	unseenEnds []string
 
 	pods map[types.UID]*podState
-	// seenPods is every pod ever seen, to judge a preemptor named by UID only.
+	// seenPods is every pod ever seen, to judge a preemptor named by UID only
+	// and a scale-up reported for a pod that may be gone.
 	seenPods map[types.UID]seenPod
+	// treeHistory are the trees in force, in order, and scaleUps the
+	// scale-ups reported, judged at the verdict (scaleup.go).
+	treeHistory []*quotaTree
+	scaleUps    []scaleUpReport
+	// gangRequests are the requests of every pod ever seen in each gang, by
+	// UID; ackSizes the smallest min-available seen of each ACK gang.
+	gangRequests map[gangRef]map[types.UID]corev1.ResourceList
+	ackSizes     map[gangRef]int
 
 	// dra are the ResourceClaims and DeviceClasses (treedevices.go); nil
 	// until the first is fed.
@@ -59,7 +68,15 @@ type Oracle struct {
 	// since the last status write of the tree in force, by namespace.
 	podGroups  map[string]int32
 	gangsWhole map[gangRef]bool
-	released   map[string]corev1.ResourceList
+	// leavers and joiners are, by gang, the pods relabelled out of it or
+	// into it while they waited.
+	leavers, joiners map[gangRef]map[types.UID]bool
+	released         map[string]corev1.ResourceList
+	// leftSince are the gangs a pod left (deleted or relabelled) since the
+	// last status write of the tree in force; movedSince the pods relabelled
+	// out of a gang since then.
+	leftSince  map[gangRef]bool
+	movedSince map[types.UID]bool
 
 	violations []string
 	seen       map[string]bool // violations already recorded, for moments that repeat
@@ -76,6 +93,9 @@ type Counts struct {
 	Drained int
 	// GangsWhole are the gangs seen with all of their size bound at once.
 	GangsWhole int
+	// ScaleUpsJudged are the scale-ups reported for pods of a tree's
+	// namespaces that were judged against the tree.
+	ScaleUpsJudged int
 }
 
 // New returns an oracle that has seen nothing.
@@ -87,12 +107,18 @@ func New() *Oracle {
 		unmarkedEvictions: map[string][]string{},
 		pods:              map[types.UID]*podState{},
 		seenPods:          map[types.UID]seenPod{},
+		gangRequests:      map[gangRef]map[types.UID]corev1.ResourceList{},
+		ackSizes:          map[gangRef]int{},
 		trees:             map[string]*treeObject{},
 		seen:              map[string]bool{},
 		slices:            map[string]*resourcev1.ResourceSlice{},
 		podGroups:         map[string]int32{},
 		gangsWhole:        map[gangRef]bool{},
+		leavers:           map[gangRef]map[types.UID]bool{},
+		joiners:           map[gangRef]map[types.UID]bool{},
 		released:          map[string]corev1.ResourceList{},
+		leftSince:         map[gangRef]bool{},
+		movedSince:        map[types.UID]bool{},
 	}
 }
 
@@ -195,7 +221,7 @@ func (o *Oracle) DeleteTree(namespace, name string) {
 func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.seenPods[pod.UID] = seenPod{namespace: pod.Namespace, priority: priority(pod)}
+	o.seePodLocked(pod)
 	st := o.pods[pod.UID]
 	if st == nil {
 		st = &podState{}
@@ -203,6 +229,12 @@ func (o *Oracle) SetPod(pod *corev1.Pod, initial bool) {
 	}
 	if !initial {
 		o.classifyDisruptionLocked(st, pod)
+	}
+	if st.pod != nil && !st.counted {
+		o.noteMovedLocked(st.pod, pod)
+	}
+	if pod.DeletionTimestamp != nil && (st.pod == nil || st.pod.DeletionTimestamp == nil) {
+		o.noteLeftLocked(pod)
 	}
 	wasCounted, before := st.counted, st.requests
 	st.pod, st.counted, st.requests = pod, occupies(pod), podRequests(pod)
@@ -236,6 +268,7 @@ func (o *Oracle) DeletePod(pod *corev1.Pod) {
 	}
 	o.classifyDisruptionLocked(st, pod)
 	delete(o.pods, pod.UID)
+	o.noteLeftLocked(pod)
 	if st.counted {
 		st.counted = false
 		o.releasedLocked(st)
@@ -266,6 +299,7 @@ func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string
 	defer o.mu.Unlock()
 	violations = append([]string(nil), o.violations...)
 	violations = append(violations, o.partlyBoundLocked()...)
+	violations = append(violations, o.refusedScaleUpsLocked()...)
 	unjudged = append(unjudged, o.unseenEnds...)
 	for _, node := range slices.Sorted(maps.Keys(o.unmarkedEvictions)) {
 		violations = append(violations, o.unmarkedEvictions[node]...)
@@ -299,12 +333,6 @@ func (o *Oracle) Verdict(preemptorOf PreemptorOf) (violations, unjudged []string
 		}
 	}
 	return violations, unjudged
-}
-
-// seenPod is what judging a preemptor needs of it.
-type seenPod struct {
-	namespace string
-	priority  int32
 }
 
 // Counts reports what the run exercised so far.

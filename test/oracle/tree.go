@@ -112,6 +112,7 @@ func (o *Oracle) chooseTreeLocked() {
 			o.inForce = chosen.lastValid
 		}
 	}
+	o.noteTreeLocked()
 	if wasPending && !o.pending {
 		deferred := o.deferred
 		o.deferred = nil

@@ -67,11 +67,16 @@ func (o *Oracle) SetResourceClaim(claim *resourcev1.ResourceClaim) {
 	}
 }
 
-// DeleteResourceClaim records a claim gone.
+// DeleteResourceClaim records a claim gone. Its devices may still show in
+// the tree's status until the next write.
 func (o *Oracle) DeleteResourceClaim(namespace, name string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	delete(o.draLocked().claims, namespace+"/"+name)
+	key := namespace + "/" + name
+	if claim := o.draLocked().claims[key]; claim != nil {
+		o.addReleasedLocked(namespace, o.mayHoldClaimLocked(claim))
+	}
+	delete(o.dra.claims, key)
 }
 
 // SetDeviceClass records a DeviceClass added or updated.
@@ -204,6 +209,58 @@ func (o *Oracle) addDevicesLocked(t *quotaTree, used []corev1.ResourceList, incl
 		}
 	}
 }
+
+// mayHoldDevicesLocked are the devices the scheduler's books may charge for
+// pod: those behind its extended resources, its allocated claims' results,
+// and what its claims not allocated yet ask for, which the scheduler charges
+// from Reserve on, before the allocation is written.
+func (o *Oracle) mayHoldDevicesLocked(pod *corev1.Pod, requests corev1.ResourceList) corev1.ResourceList {
+	if o.dra == nil {
+		return nil
+	}
+	out := o.extendedDevicesLocked(requests)
+	for _, key := range podClaimKeys(pod) {
+		if claim := o.dra.claims[key]; claim != nil {
+			for name, q := range o.mayHoldClaimLocked(claim) {
+				addQuantity(out, name, q)
+			}
+		}
+	}
+	return out
+}
+
+// mayHoldClaimLocked is what claim holds once allocated, or may hold when
+// it is: each request's exact count of its class, every subrequest of a
+// first-available list counted, and for a request of all of a class's
+// devices more than any node has.
+func (o *Oracle) mayHoldClaimLocked(claim *resourcev1.ResourceClaim) corev1.ResourceList {
+	if claim.Status.Allocation != nil {
+		return o.claimDevicesLocked(claim)
+	}
+	out := corev1.ResourceList{}
+	add := func(class string, mode resourcev1.DeviceAllocationMode, count int64) {
+		switch {
+		case mode == resourcev1.DeviceAllocationModeAll:
+			count = anyNumberOfDevices
+		case count < 1:
+			count = 1 // the API's default
+		}
+		o.addClassDevicesLocked(out, class, *resource.NewQuantity(count, resource.DecimalSI))
+	}
+	for _, r := range claim.Spec.Devices.Requests {
+		if r.Exactly != nil {
+			add(r.Exactly.DeviceClassName, r.Exactly.AllocationMode, r.Exactly.Count)
+		}
+		for _, sub := range r.FirstAvailable {
+			add(sub.DeviceClassName, sub.AllocationMode, sub.Count)
+		}
+	}
+	return out
+}
+
+// anyNumberOfDevices stands for a request of all of a class's devices not
+// allocated yet: more than any node publishes.
+const anyNumberOfDevices = 1 << 20
 
 // admittedLocked are the resources a pod's admission asks for, sorted: its
 // requests, and the devices of its allocated claims and of its extended
