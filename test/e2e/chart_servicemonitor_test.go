@@ -25,14 +25,14 @@ func TestChartServiceMonitorAuthorization(t *testing.T) {
 	}{
 		{
 			name:   "the chart's token Secret",
-			values: "monitoring:\n  serviceMonitor:\n    enabled: true\n",
+			values: "autoscaler:\n  cloudProvider: clusterapi\nmonitoring:\n  serviceMonitor:\n    enabled: true\n",
 			want: map[string]any{"type": "Bearer",
 				"credentials": map[string]any{"name": "quotascale-scheduler-metrics-reader-token", "key": "token"}},
 			tokenObjects: true,
 		},
 		{
 			name:   "a Secret of the values",
-			values: "monitoring:\n  serviceMonitor:\n    enabled: true\n    scheduler:\n      credentials: {name: prometheus-scrape, key: bearer}\n",
+			values: "autoscaler:\n  cloudProvider: clusterapi\nmonitoring:\n  serviceMonitor:\n    enabled: true\n    scheduler:\n      credentials: {name: prometheus-scrape, key: bearer}\n",
 			want: map[string]any{"type": "Bearer",
 				"credentials": map[string]any{"name": "prometheus-scrape", "key": "bearer"}},
 		},
